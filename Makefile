@@ -1,0 +1,93 @@
+# hakmem build.
+#   make            release library: build/libhakmem.so and build/libhakmem.a (-O2, no asserts)
+#   make debug      the same with assertions and -O1 -g: build/debug/
+#   make test       every test (unit, API, randomized, threads, real programs, bench smoke)
+#   make test-asan  the unit, API and randomized tests under ASan+UBSan (hak_* API only)
+#   make bench      benchmark suite, hakmem beside the peer allocators (see docs/BENCHMARKS.md)
+#   make bench-deps install the peer allocators and plotting tools (Debian)
+
+CC      ?= gcc
+CFLAGS_COMMON := -std=c11 -Wall -Wextra -Wshadow -fPIC -pthread -fvisibility=hidden \
+                 -fno-semantic-interposition -ftls-model=initial-exec \
+                 -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc \
+                 -fno-builtin-realloc -Iinclude
+CFLAGS_RELEASE := -O2 -g -DNDEBUG
+CFLAGS_DEBUG   := -O1 -g -DHK_DEBUG
+CFLAGS_ASAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=address,undefined \
+                  -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined
+
+SRCS := $(wildcard src/*.c)
+HDRS := $(wildcard src/*.h) include/hakmem.h
+
+.PHONY: all release debug asan test test-asan bench bench-deps clean
+all: release
+release: build/libhakmem.so build/libhakmem.a
+debug: build/debug/libhakmem.so build/debug/libhakmem.a
+
+# One pattern per flavour: objects go to build/<flavour>/obj.
+build/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS_RELEASE) $(CFLAGS) -c $< -o $@
+build/debug/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS_DEBUG) $(CFLAGS) -c $< -o $@
+build/asan/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS_ASAN) $(CFLAGS) -c $< -o $@
+
+OBJS       := $(SRCS:src/%.c=build/obj/%.o)
+DEBUG_OBJS := $(SRCS:src/%.c=build/debug/obj/%.o)
+ASAN_OBJS  := $(SRCS:src/%.c=build/asan/obj/%.o)
+
+build/libhakmem.so: $(OBJS)
+	$(CC) $(LDFLAGS_SO) -o $@ $^
+build/libhakmem.a: $(OBJS)
+	rm -f $@ && ar rcs $@ $^
+build/debug/libhakmem.so: $(DEBUG_OBJS)
+	$(CC) $(LDFLAGS_SO) -o $@ $^
+build/debug/libhakmem.a: $(DEBUG_OBJS)
+	rm -f $@ && ar rcs $@ $^
+build/asan/libhakmem.a: $(ASAN_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+# --- tests ------------------------------------------------------------------------------------
+TEST_CFLAGS := -std=c11 -Wall -Wextra -O1 -g -pthread -Iinclude -Isrc -Itests
+UNIT_TESTS  := test_size_class test_slab test_api test_random test_threads
+TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug) \
+               build/tests/test_api_preload build/tests/test_misuse build/tests/cxx_program
+
+build/tests/%: tests/%.c tests/check.h build/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< build/libhakmem.a
+build/tests/%_debug: tests/%.c tests/check.h build/debug/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< build/debug/libhakmem.a
+build/tests/%_asan: tests/%.c tests/check.h build/asan/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $(CFLAGS_ASAN) -o $@ $< build/asan/libhakmem.a
+# The API test again, through the standard names, for running under LD_PRELOAD.
+build/tests/test_api_preload: tests/test_api.c tests/check.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DUSE_LIBC_NAMES -o $@ $< -ldl
+build/tests/test_misuse: tests/test_misuse.c
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $<
+build/tests/cxx_program: tests/cxx_program.cpp
+	@mkdir -p $(@D)
+	g++ -std=c++17 -O2 -Wall -Wextra -o $@ $<
+
+test: release debug $(TEST_BINS)
+	@tests/run.sh
+
+test-asan: $(UNIT_TESTS:%=build/tests/%_asan)
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t (asan)"; build/tests/$${t}_asan; done
+
+# --- benchmarks (bench/run.sh and bench/deps.sh own the details) ------------------------------
+bench: release
+	@bench/run.sh
+bench-deps:
+	@bench/deps.sh
+
+clean:
+	rm -rf build

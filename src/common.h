@@ -1,0 +1,31 @@
+/* Shared definitions for every hakmem module: visibility, branch hints, assertions. */
+#ifndef HK_COMMON_H
+#define HK_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Internal symbols are hidden: they are reached without the PLT or GOT and never exported. */
+#define HK_INTERNAL __attribute__((visibility("hidden")))
+#define HK_EXPORT __attribute__((visibility("default")))
+#define HK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HK_NOINLINE __attribute__((noinline))
+#define HK_COLD __attribute__((cold, noinline))
+/* Thread-locals must be initial-exec: the general-dynamic model may call malloc on first use. */
+#define HK_TLS __thread __attribute__((tls_model("initial-exec")))
+
+#ifdef HK_DEBUG
+void hk_assert_fail(const char *expr, const char *file, int line) HK_INTERNAL
+    __attribute__((noreturn));
+#define HK_ASSERT(x) ((x) ? (void)0 : hk_assert_fail(#x, __FILE__, __LINE__))
+#else
+#define HK_ASSERT(x) ((void)0)
+#endif
+
+#define HK_PAGE_SIZE ((size_t)4096)
+
+static inline size_t hk_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+static inline int hk_is_pow2(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+#endif

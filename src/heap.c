@@ -1,0 +1,243 @@
+#include "heap.h"
+
+#include <errno.h>
+
+#include "init.h"
+#include "large.h"
+#include "orphan.h"
+#include "pool.h"
+#include "report.h"
+#include "stats.h"
+
+HK_TLS struct hk_heap hk_tls = {
+    .tag = {[0 ... HK_TAGS - 1] = HK_TAG_NONE},
+    .class_table = {HK_CLASS_TABLE_INIT},
+};
+
+static inline uintptr_t hk_slab_number(const struct hk_slab *s) {
+    return (uintptr_t)hk_slab_base(s) >> HK_SLAB_SHIFT;
+}
+
+/* Makes s (or nothing) the current slab of class c and keeps the tag table in step. */
+static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s) {
+    struct hk_slab *old = h->cur[c];
+    if (old) {
+        uintptr_t sn = hk_slab_number(old);
+        if (h->tag[sn & (HK_TAGS - 1)] == sn) h->tag[sn & (HK_TAGS - 1)] = HK_TAG_NONE;
+    }
+    h->cur[c] = s;
+    if (s) {
+        /* A current slab already on this tag loses it: its frees take the slow path. */
+        uintptr_t sn = hk_slab_number(s);
+        h->tag[sn & (HK_TAGS - 1)] = sn;
+        h->tag_cls[sn & (HK_TAGS - 1)] = (uint8_t)c;
+    }
+}
+
+/* Blocks carved per refill: about 16 KiB of them, at least 8, so pages are touched roughly as
+ * blocks are handed out rather than all at once. */
+static inline uint32_t hk_carve_batch(uint32_t bsize) {
+    uint32_t n = (uint32_t)(16384 / bsize);
+    return n < 8 ? 8 : n;
+}
+
+static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
+    uint32_t bs = s->bsize, n = hk_carve_batch(bs), left = s->capacity - s->carved;
+    if (n > left) n = left;
+    char *p = hk_slab_base(s) + (size_t)s->carved * bs;
+    for (uint32_t i = 0; i + 1 < n; i++) *(void **)(p + (size_t)i * bs) = p + (size_t)(i + 1) * bs;
+    *(void **)(p + (size_t)(n - 1) * bs) = NULL;
+    h->free[c] = p;
+    s->carved += n;
+    s->used = s->carved;
+}
+
+/* Removes an owned, non-current slab from whichever heap list holds it. */
+static void hk_heap_unlist(struct hk_heap *h, struct hk_slab *s) {
+    unsigned c = s->cls;
+    if (s->list == HK_LIST_PARTIAL) hk_slab_list_unlink(&h->partial[c], s);
+    else if (s->list == HK_LIST_FULL) hk_slab_list_unlink(&h->full[c], s);
+    s->list = HK_LIST_NONE;
+}
+
+static void hk_heap_release(struct hk_slab *s) {
+    atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
+    hk_pool_release(s);
+}
+
+/* Frees block p of slab s, which the calling thread owns. */
+static void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) {
+    void **b = p;
+    if (HK_UNLIKELY(b == s->free || s->used == 0)) {
+        hk_report("free", p, "double free");
+        return;
+    }
+    b[0] = s->free;
+    s->free = b;
+    if (--s->used == 0) {
+        if (s->list == HK_LIST_CURRENT) return; /* stays, its blocks are reused next */
+        hk_heap_unlist(h, s);
+        hk_heap_release(s);
+    } else if (s->list == HK_LIST_FULL) {
+        hk_slab_list_unlink(&h->full[s->cls], s);
+        s->list = HK_LIST_PARTIAL;
+        hk_slab_list_push(&h->partial[s->cls], s);
+    }
+}
+
+/* Frees p of slab s on behalf of whichever thread owns s now. */
+static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
+    for (;;) {
+        struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
+        if (o == NULL) {
+            if (hk_orphan_free(s, p)) return;
+        } else if (o == h->owner) {
+            hk_local_free(h, s, p);
+            return;
+        } else if (hk_owner_push(o, p)) {
+            HK_STAT_INC(remote_free);
+            return;
+        }
+        /* The owner exited or the orphan was adopted meanwhile: look again. */
+    }
+}
+
+/* Applies the frees other threads queued for this heap. */
+static void hk_heap_drain(struct hk_heap *h) {
+    void **b = hk_owner_take(h->owner);
+    while (b) {
+        void **next = b[0];
+        hk_free_dispatch(h, hk_slab_of((uintptr_t)b), b);
+        b = next;
+    }
+}
+
+/* Makes free[c] non-empty: the current slab's frees, fresh carving, an owned partial slab,
+ * an adopted orphan, or a slab from the pool, in that order. */
+static int hk_heap_fill(struct hk_heap *h, unsigned c) {
+    for (;;) {
+        struct hk_slab *s = h->cur[c];
+        if (s) {
+            if (s->free) {
+                h->free[c] = s->free;
+                s->free = NULL;
+                s->used = s->carved;
+                return 1;
+            }
+            if (s->carved < s->capacity) {
+                hk_carve(h, s, c);
+                return 1;
+            }
+            s->list = HK_LIST_FULL;
+            hk_slab_list_push(&h->full[c], s);
+            hk_heap_set_current(h, c, NULL);
+        }
+        if ((s = h->partial[c]) != NULL) {
+            hk_slab_list_unlink(&h->partial[c], s);
+        } else if ((s = hk_orphan_adopt(c, h->owner)) == NULL) {
+            if ((s = hk_pool_acquire(c)) == NULL) return 0;
+            atomic_store_explicit(&s->owner, h->owner, memory_order_release);
+        }
+        s->list = HK_LIST_CURRENT;
+        hk_heap_set_current(h, c, s);
+    }
+}
+
+static int hk_heap_init(struct hk_heap *h) {
+    if (!hk_init()) return 0;
+    h->owner = hk_owner_new();
+    if (!h->owner) return 0;
+    hk_init_thread(h);
+    return 1;
+}
+
+void *hk_heap_refill(unsigned c) {
+    struct hk_heap *h = &hk_tls;
+    if (HK_UNLIKELY(h->owner == NULL) && !hk_heap_init(h)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (atomic_load_explicit(&h->owner->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
+    if (!h->free[c] && !hk_heap_fill(h, c)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return hk_heap_alloc(c);
+}
+
+void hk_heap_free_slow(void *p, const char *op) {
+    uintptr_t a = (uintptr_t)p;
+    if (hk_is_superslab(a)) {
+        struct hk_slab *s = hk_slab_of(a);
+        struct hk_heap *h = &hk_tls;
+        if (HK_UNLIKELY(s->cls == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
+            hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
+            return;
+        }
+        if (HK_UNLIKELY(p == h->free[s->cls] && h->cur[s->cls] == s)) {
+            hk_report(op, p, "double free");
+            return;
+        }
+        hk_free_dispatch(h, s, p);
+        return;
+    }
+    if (p == NULL || hk_large_free(p)) return;
+    hk_report(op, p, "invalid pointer (not allocated by hakmem)");
+}
+
+/* Hands an owned slab that is no longer current back to the pool, or orphans it. */
+static void hk_heap_let_go(struct hk_slab *s) {
+    s->list = HK_LIST_NONE;
+    if (s->used == 0) hk_heap_release(s);
+    else hk_orphan_abandon(s);
+}
+
+void hk_heap_teardown(struct hk_heap *h) {
+    if (!h->owner) return;
+    hk_heap_drain(h);
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        struct hk_slab *s = h->cur[c];
+        if (s) {
+            /* The cache goes back onto the slab's own free list. */
+            void **b = h->free[c], **tail = NULL;
+            uint32_t n = 0;
+            for (; b; b = b[0]) {
+                tail = b;
+                n++;
+            }
+            if (tail) {
+                tail[0] = s->free;
+                s->free = h->free[c];
+                s->used -= n;
+            }
+            h->free[c] = NULL;
+            hk_heap_set_current(h, c, NULL);
+            hk_heap_let_go(s);
+        }
+        while ((s = h->partial[c]) != NULL) {
+            hk_slab_list_unlink(&h->partial[c], s);
+            hk_heap_let_go(s);
+        }
+        while ((s = h->full[c]) != NULL) {
+            hk_slab_list_unlink(&h->full[c], s);
+            hk_heap_let_go(s);
+        }
+    }
+    /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */
+    void **b = hk_owner_close(h->owner);
+    while (b) {
+        void **next = b[0];
+        hk_free_dispatch(h, hk_slab_of((uintptr_t)b), b);
+        b = next;
+    }
+    hk_owner_retire(h->owner);
+    h->owner = NULL;
+}
+
+uint32_t hk_heap_slab_live(const struct hk_slab *s) {
+    const struct hk_heap *h = &hk_tls;
+    uint32_t live = s->used;
+    if (s->cls < HK_NCLASS && h->cur[s->cls] == s)
+        for (void **b = h->free[s->cls]; b; b = b[0]) live--;
+    return live;
+}

@@ -1,0 +1,62 @@
+/* The thread heap: per thread, per class, the current slab and a free list of its blocks.
+ *
+ * Fast paths (inlined into malloc and free, see malloc.c):
+ *   malloc(n): class from the thread's copy of the class table, pop free[c].
+ *   free(p):   tag[(p >> 16) % HK_TAGS] == p >> 16 means p lies in one of this thread's
+ *              current slabs, of class tag_cls[...]: push p onto free[c].
+ * No lock, no atomic, no call, no map lookup and no write to slab metadata on either. The tag
+ * table holds only current slabs, so a hit proves ownership; a miss (another slab, another
+ * thread's, a large block, a foreign pointer, NULL, or two current slabs sharing a tag) takes
+ * the slow path, which validates everything.
+ *
+ * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
+ * slab->free, i.e. held by users or by this cache. The cache only ever holds blocks of the
+ * current slab, so it is bounded by one slab per class, and a slab that is not current has
+ * used == its exact live count: it is released to the pool the moment used reaches zero.
+ * At thread exit the cache is returned to the slab and every owned slab is released or
+ * orphaned (orphan.h). */
+#ifndef HK_HEAP_H
+#define HK_HEAP_H
+
+#include "owner.h"
+#include "size_class.h"
+#include "superslab.h"
+
+#define HK_TAGS 128                       /* tag table entries (a power of two) */
+#define HK_TAG_NONE (~(uintptr_t)0)       /* matches no slab number */
+
+struct hk_heap {
+    void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
+    uintptr_t tag[HK_TAGS];               /* slab numbers (address >> 16) of current slabs */
+    uint8_t tag_cls[HK_TAGS];             /* their classes */
+    uint8_t class_table[HK_TABLE_MAX / 16 + 1]; /* copy of hk_class_table */
+    struct hk_slab *cur[HK_NCLASS + 1];   /* current slab per class */
+    struct hk_owner *owner;               /* NULL until the first slow-path call */
+    struct hk_slab *partial[HK_NCLASS];   /* owned slabs with free blocks */
+    struct hk_slab *full[HK_NCLASS];      /* owned slabs without */
+};
+
+extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
+
+/* malloc slow path for class c: refills the cache, then pops. NULL with ENOMEM on failure. */
+void *hk_heap_refill(unsigned c) HK_INTERNAL;
+/* free of anything the fast path did not take: validates p, then frees it locally, remotely,
+ * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
+void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;
+/* Thread exit: returns the cache and hands every owned slab back or over. */
+void hk_heap_teardown(struct hk_heap *h) HK_INTERNAL;
+
+/* Pops a block of class c, refilling if needed. */
+static inline void *hk_heap_alloc(unsigned c) {
+    void **b = hk_tls.free[c];
+    if (HK_LIKELY(b != NULL)) {
+        hk_tls.free[c] = b[0];
+        return b;
+    }
+    return hk_heap_refill(c);
+}
+
+/* Live blocks of slab s as the calling thread (its owner) sees them; for tests. */
+uint32_t hk_heap_slab_live(const struct hk_slab *s) HK_INTERNAL;
+
+#endif

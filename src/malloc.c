@@ -1,0 +1,257 @@
+/* The malloc family: hak_* entry points with glibc's semantics, exported under the standard
+ * names as aliases unless built with HK_NO_OVERRIDE (the sanitizer build of the tests).
+ *
+ * malloc's and free's fast paths are here, written out so that a hit costs no call (heap.h
+ * describes them). Everything else goes to heap.c (slow small paths) or large.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../include/hakmem.h"
+#include "heap.h"
+#include "large.h"
+#include "pool.h"
+#include "report.h"
+
+/* glibc refuses requests above PTRDIFF_MAX so that pointer differences stay defined. */
+#define HK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
+
+static HK_NOINLINE void *hk_malloc_big(size_t n) {
+    if (n <= HK_SMALL_MAX) return hk_heap_alloc(hk_class_of_mid(n));
+    if (n > HK_MAX_REQUEST) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return hk_large_alloc(n, HK_PAGE_SIZE);
+}
+
+HK_EXPORT void *hak_malloc(size_t n) {
+    if (HK_LIKELY(n <= HK_TABLE_MAX)) return hk_heap_alloc(hk_tls.class_table[(n + 15) >> 4]);
+    return hk_malloc_big(n);
+}
+
+static inline void hk_free_inline(void *p) {
+    uintptr_t sn = (uintptr_t)p >> HK_SLAB_SHIFT;
+    unsigned t = (unsigned)sn & (HK_TAGS - 1);
+    if (HK_LIKELY(hk_tls.tag[t] == sn)) {
+        unsigned c = hk_tls.tag_cls[t];
+        void *head = hk_tls.free[c];
+        if (HK_LIKELY(head != p)) {
+            *(void **)p = head;
+            hk_tls.free[c] = p;
+            return;
+        }
+    }
+    hk_heap_free_slow(p, "free");
+}
+
+HK_EXPORT void hak_free(void *p) { hk_free_inline(p); }
+
+HK_EXPORT void hak_free_sized(void *p, size_t size) {
+    (void)size;
+    hk_free_inline(p);
+}
+
+HK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) {
+    (void)alignment;
+    (void)size;
+    hk_free_inline(p);
+}
+
+/* Usable size of a live block, or 0 after reporting p as invalid. */
+static size_t hk_usable(void *p, const char *op) {
+    uintptr_t a = (uintptr_t)p;
+    if (hk_is_superslab(a)) {
+        struct hk_slab *s = hk_slab_of(a);
+        if (HK_LIKELY(s->cls != HK_CLS_NONE && hk_slab_block_index(s, a) >= 0)) return s->bsize;
+    } else {
+        size_t n = hk_large_usable(p);
+        if (n) return n;
+    }
+    hk_report(op, p, "invalid pointer (not allocated by hakmem)");
+    return 0;
+}
+
+HK_EXPORT size_t hak_usable_size(void *p) { return p ? hk_usable(p, "malloc_usable_size") : 0; }
+
+HK_EXPORT int hak_owns(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    if (hk_is_superslab(a)) return 1;
+    return p && hk_large_usable(p) != 0;
+}
+
+HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
+    size_t n;
+    if (__builtin_mul_overflow(nmemb, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (n > HK_SMALL_MAX) {
+        if (n > HK_MAX_REQUEST) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        return hk_large_alloc(n, HK_PAGE_SIZE); /* fresh pages are already zero */
+    }
+    void *p = hak_malloc(n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+HK_EXPORT void *hak_realloc(void *p, size_t n) {
+    if (p == NULL) return hak_malloc(n);
+    if (n == 0) { /* glibc: frees and returns NULL */
+        hk_free_inline(p);
+        return NULL;
+    }
+    size_t have = hk_usable(p, "realloc");
+    if (have == 0) return NULL;
+    if (n > HK_MAX_REQUEST) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (have > HK_SMALL_MAX && n > HK_SMALL_MAX) {
+        void *q = hk_large_realloc(p, n);
+        if (q) return q;
+    } else if (n <= have && (have <= 128 || n > have / 2)) {
+        return p; /* still fits its block without wasting more than half of it */
+    }
+    void *q = hak_malloc(n);
+    if (!q) return NULL;
+    memcpy(q, p, n < have ? n : have);
+    hk_free_inline(p);
+    return q;
+}
+
+HK_EXPORT void *hak_reallocarray(void *p, size_t nmemb, size_t size) {
+    size_t n;
+    if (__builtin_mul_overflow(nmemb, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return hak_realloc(p, n);
+}
+
+/* A block of n bytes aligned to align (a power of two). Small requests use the first class
+ * whose size is a multiple of align: slabs start on 64 KiB boundaries, so all its blocks are
+ * aligned. */
+static void *hk_alloc_aligned(size_t align, size_t n) {
+    if (align <= 16) return hak_malloc(n);
+    if (n > HK_MAX_REQUEST) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t need = n < align ? align : n;
+    if (need <= HK_SMALL_MAX) {
+        for (unsigned c = hk_class_of(need); c < HK_NCLASS; c++)
+            if ((hk_class_size[c] & (align - 1)) == 0) return hk_heap_alloc(c);
+    }
+    return hk_large_alloc(n, align);
+}
+
+HK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t n) {
+    if (align < sizeof(void *) || !hk_is_pow2(align)) return EINVAL;
+    int saved = errno;
+    void *p = hk_alloc_aligned(align, n);
+    if (!p) {
+        errno = saved; /* POSIX: the error is returned, errno is left alone */
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+HK_EXPORT void *hak_aligned_alloc(size_t align, size_t n) {
+    if (!hk_is_pow2(align)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return hk_alloc_aligned(align, n);
+}
+
+HK_EXPORT void *hak_memalign(size_t align, size_t n) {
+    /* glibc: an alignment that is not a power of two is rounded up to one. */
+    if (align > HK_MAX_REQUEST / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!hk_is_pow2(align)) {
+        size_t a = 1;
+        while (a < align) a <<= 1;
+        align = a;
+    }
+    return hk_alloc_aligned(align, n);
+}
+
+HK_EXPORT void *hak_valloc(size_t n) { return hk_alloc_aligned(HK_PAGE_SIZE, n); }
+
+HK_EXPORT void *hak_pvalloc(size_t n) {
+    size_t r = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
+    if (r < n) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return hk_alloc_aligned(HK_PAGE_SIZE, r);
+}
+
+HK_EXPORT int hak_trim(void) { return hk_pool_trim() != 0; }
+
+#ifndef HK_NO_OVERRIDE
+/* The standard names. */
+#define HK_ALIAS(name) __attribute__((alias(name), visibility("default")))
+void *malloc(size_t) HK_ALIAS("hak_malloc");
+void free(void *) HK_ALIAS("hak_free");
+void *calloc(size_t, size_t) HK_ALIAS("hak_calloc");
+void *realloc(void *, size_t) HK_ALIAS("hak_realloc");
+void *reallocarray(void *, size_t, size_t) HK_ALIAS("hak_reallocarray");
+int posix_memalign(void **, size_t, size_t) HK_ALIAS("hak_posix_memalign");
+void *aligned_alloc(size_t, size_t) HK_ALIAS("hak_aligned_alloc");
+void *memalign(size_t, size_t) HK_ALIAS("hak_memalign");
+void *valloc(size_t) HK_ALIAS("hak_valloc");
+void *pvalloc(size_t) HK_ALIAS("hak_pvalloc");
+size_t malloc_usable_size(void *) HK_ALIAS("hak_usable_size");
+void free_sized(void *, size_t) HK_ALIAS("hak_free_sized");
+void free_aligned_sized(void *, size_t, size_t) HK_ALIAS("hak_free_aligned_sized");
+void cfree(void *) HK_ALIAS("hak_free");
+
+HK_EXPORT int malloc_trim(size_t pad) {
+    (void)pad;
+    return hak_trim();
+}
+
+/* Accepted and ignored: hakmem's tuning is HAKMEM_* variables. glibc returns 1 on success. */
+HK_EXPORT int mallopt(int param, int value) {
+    (void)param;
+    (void)value;
+    return 1;
+}
+
+HK_EXPORT struct mallinfo2 mallinfo2(void) {
+    struct hak_stats s;
+    struct mallinfo2 mi;
+    memset(&mi, 0, sizeof mi);
+    hak_stats_get(&s);
+    mi.arena = s.superslabs_now * (2u << 20);
+    mi.hblks = s.large_now;
+    mi.hblkhd = s.large_bytes_now;
+    mi.uordblks = s.slabs_active_now * (64u << 10) + s.large_bytes_now;
+    mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
+    return mi;
+}
+
+HK_EXPORT struct mallinfo mallinfo(void) {
+    struct mallinfo2 m2 = mallinfo2();
+    struct mallinfo mi;
+    memset(&mi, 0, sizeof mi);
+    mi.arena = (int)m2.arena;
+    mi.hblks = (int)m2.hblks;
+    mi.hblkhd = (int)m2.hblkhd;
+    mi.uordblks = (int)m2.uordblks;
+    mi.fordblks = (int)m2.fordblks;
+    return mi;
+}
+
+HK_EXPORT void malloc_stats(void) { hak_stats_print(); }
+#endif

@@ -1,0 +1,75 @@
+#include "orphan.h"
+
+#include <pthread.h>
+
+#include "pool.h"
+#include "report.h"
+#include "stats.h"
+
+static pthread_mutex_t hk_orphan_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct hk_slab *hk_orphan_partial[HK_NCLASS]; /* orphans with free blocks */
+static struct hk_slab *hk_orphan_full[HK_NCLASS];    /* orphans without */
+
+void hk_orphan_abandon(struct hk_slab *s) {
+    HK_ASSERT(s->used > 0);
+    HK_STAT_INC(slab_abandon);
+    pthread_mutex_lock(&hk_orphan_mutex);
+    /* seq_cst store: a remote pusher that still sees the old owner pushes into the owner's
+     * inbox, which the exiting owner drains after this (see hk_heap_teardown). */
+    atomic_store(&s->owner, NULL);
+    if (s->free || s->carved < s->capacity) {
+        s->list = HK_LIST_ORPHAN_PARTIAL;
+        hk_slab_list_push(&hk_orphan_partial[s->cls], s);
+    } else {
+        s->list = HK_LIST_ORPHAN_FULL;
+        hk_slab_list_push(&hk_orphan_full[s->cls], s);
+    }
+    pthread_mutex_unlock(&hk_orphan_mutex);
+}
+
+struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
+    struct hk_slab *s;
+    if (!hk_orphan_partial[c]) return NULL; /* racy peek: a miss only means a new slab */
+    pthread_mutex_lock(&hk_orphan_mutex);
+    if ((s = hk_orphan_partial[c]) != NULL) {
+        hk_slab_list_unlink(&hk_orphan_partial[c], s);
+        s->list = HK_LIST_NONE;
+        atomic_store_explicit(&s->owner, o, memory_order_release);
+        HK_STAT_INC(slab_adopt);
+    }
+    pthread_mutex_unlock(&hk_orphan_mutex);
+    return s;
+}
+
+int hk_orphan_free(struct hk_slab *s, void *p) {
+    void **b = p;
+    pthread_mutex_lock(&hk_orphan_mutex);
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL) {
+        pthread_mutex_unlock(&hk_orphan_mutex);
+        return 0;
+    }
+    if (HK_UNLIKELY(b == s->free || s->used == 0)) {
+        pthread_mutex_unlock(&hk_orphan_mutex);
+        hk_report("free", p, "double free");
+        return 1;
+    }
+    b[0] = s->free;
+    s->free = b;
+    if (--s->used == 0) {
+        hk_slab_list_unlink(s->list == HK_LIST_ORPHAN_FULL ? &hk_orphan_full[s->cls]
+                                                          : &hk_orphan_partial[s->cls], s);
+        pthread_mutex_unlock(&hk_orphan_mutex);
+        hk_pool_release(s);
+        return 1;
+    }
+    if (s->list == HK_LIST_ORPHAN_FULL) {
+        hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
+        s->list = HK_LIST_ORPHAN_PARTIAL;
+        hk_slab_list_push(&hk_orphan_partial[s->cls], s);
+    }
+    pthread_mutex_unlock(&hk_orphan_mutex);
+    return 1;
+}
+
+void hk_orphan_lock_all(void) { pthread_mutex_lock(&hk_orphan_mutex); }
+void hk_orphan_unlock_all(void) { pthread_mutex_unlock(&hk_orphan_mutex); }

@@ -1,0 +1,23 @@
+/* Orphaned slabs: slabs whose owner thread exited while some of their blocks were still live.
+ *
+ * They wait here, per class, until their last block is freed (then they go back to the pool)
+ * or another thread's refill adopts one that has free blocks. While a slab is an orphan its
+ * owner is NULL and frees to it take the orphan lock; adoption sets the owner under the same
+ * lock, so a free either lands before the adoption or sees the new owner. */
+#ifndef HK_ORPHAN_H
+#define HK_ORPHAN_H
+
+#include "owner.h"
+#include "superslab.h"
+
+/* Gives up slab s (used > 0), which the calling thread owned. */
+void hk_orphan_abandon(struct hk_slab *s) HK_INTERNAL;
+/* An orphan of class c with free blocks, now owned by o; NULL if none. */
+struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) HK_INTERNAL;
+/* Frees block b of slab s if s is (still) an orphan: returns 1 if done, 0 if s has an owner. */
+int hk_orphan_free(struct hk_slab *s, void *b) HK_INTERNAL;
+
+void hk_orphan_lock_all(void) HK_INTERNAL;
+void hk_orphan_unlock_all(void) HK_INTERNAL;
+
+#endif

@@ -1,0 +1,42 @@
+#define _GNU_SOURCE
+#include "os.h"
+
+#include <sys/mman.h>
+
+#include "stats.h"
+
+void *hk_os_map(size_t size) {
+    HK_STAT_INC(os_mmap);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *hk_os_map_aligned(size_t size, size_t align) {
+    /* Over-map by the alignment, then trim both ends so exactly [p, p+size) stays mapped. */
+    size_t span = size + align;
+    if (span < size) return NULL;
+    char *raw = hk_os_map(span);
+    if (!raw) return NULL;
+    char *p = (char *)hk_align_up((uintptr_t)raw, align);
+    size_t head = (size_t)(p - raw);
+    size_t tail = span - head - size;
+    if (head) hk_os_unmap(raw, head);
+    if (tail) hk_os_unmap(p + size, tail);
+    return p;
+}
+
+void hk_os_unmap(void *p, size_t size) {
+    HK_STAT_INC(os_munmap);
+    munmap(p, size);
+}
+
+void hk_os_release(void *p, size_t size) {
+    HK_STAT_INC(os_madvise);
+    madvise(p, size, MADV_DONTNEED);
+}
+
+void *hk_os_remap(void *p, size_t old_size, size_t new_size) {
+    HK_STAT_INC(os_mremap);
+    void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);
+    return q == MAP_FAILED ? NULL : q;
+}

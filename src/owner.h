@@ -1,0 +1,55 @@
+/* Owner records: the part of a thread heap that other threads may touch.
+ *
+ * A slab's `owner` points at a record, not at the thread-local heap, because thread-local
+ * storage vanishes when its thread exits while other threads may still be freeing into it.
+ * Records are never unmapped; a record whose thread exited is recycled for a new thread.
+ *
+ * The inbox is a lock-free stack of blocks freed by threads that do not own their slab:
+ * any thread pushes (CAS), only the owner takes, and it takes everything at once (exchange),
+ * so there is no ABA. When the thread exits, the inbox is closed: pushes fail, and the pusher
+ * looks at the slab's owner again (it has been cleared by then). */
+#ifndef HK_OWNER_H
+#define HK_OWNER_H
+
+#include <stdatomic.h>
+
+#include "common.h"
+
+#define HK_INBOX_CLOSED ((void *)1)
+
+struct hk_owner {
+    _Atomic(void *) inbox;      /* blocks freed remotely, linked through their first word */
+    struct hk_owner *next_free; /* recycling list */
+    char pad[48];               /* one cache line per record: pushers contend on it */
+};
+
+/* A record with an open, empty inbox; NULL when no memory is left. */
+struct hk_owner *hk_owner_new(void) HK_INTERNAL;
+/* Gives a record whose inbox is closed and drained back for reuse. */
+void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
+
+/* Pushes block b; returns 0 (b untouched) if the inbox is closed. */
+static inline int hk_owner_push(struct hk_owner *o, void *b) {
+    void *old = atomic_load_explicit(&o->inbox, memory_order_relaxed);
+    do {
+        if (old == HK_INBOX_CLOSED) return 0;
+        *(void **)b = old;
+    } while (!atomic_compare_exchange_weak_explicit(&o->inbox, &old, b, memory_order_release,
+                                                    memory_order_acquire));
+    return 1;
+}
+
+/* Takes every pending block (owner only). */
+static inline void *hk_owner_take(struct hk_owner *o) {
+    return atomic_exchange_explicit(&o->inbox, NULL, memory_order_acquire);
+}
+
+/* Closes the inbox and returns what was pending (owner only, at thread exit). */
+static inline void *hk_owner_close(struct hk_owner *o) {
+    return atomic_exchange_explicit(&o->inbox, HK_INBOX_CLOSED, memory_order_acq_rel);
+}
+
+void hk_owner_lock_all(void) HK_INTERNAL;
+void hk_owner_unlock_all(void) HK_INTERNAL;
+
+#endif

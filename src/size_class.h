@@ -1,0 +1,44 @@
+/* Size classes of the small-object core.
+ *
+ * 16-byte spacing from 16 to 128 bytes, then four classes per doubling (each a quarter of the
+ * power of two apart) up to 32 KiB: a request above 128 bytes wastes less than 25% of its
+ * block. Every class size is a multiple of 16, so every block is 16-byte aligned, and the
+ * power-of-two classes give naturally aligned blocks for memalign. */
+#ifndef HK_SIZE_CLASS_H
+#define HK_SIZE_CLASS_H
+
+#include "common.h"
+
+#define HK_NCLASS 40                 /* number of small classes */
+#define HK_CLS_NONE HK_NCLASS        /* sentinel class of a slab that serves nothing */
+#define HK_SMALL_MAX ((size_t)32768) /* largest small request */
+#define HK_TABLE_MAX ((size_t)1024)  /* sizes resolved by one table load */
+
+/* hk_class_table[(n + 15) / 16] for n <= 1024: the smallest class whose size is >= n. The
+ * fast path reads a copy of it kept in each thread's heap (heap.h), which saves an address
+ * computation; both copies come from this one definition. */
+#define HK_CLASS_TABLE_INIT                                                                    \
+    0, 0, 1, 2, 3, 4, 5, 6, 7,                                      /* n <= 128 */          \
+    8, 8, 9, 9, 10, 10, 11, 11,                                     /* 129..256 */          \
+    12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15, /* 257..512 */          \
+    16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17, 17, /* 513..768 */          \
+    18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19  /* 769..1024 */
+
+extern const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
+extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
+
+/* Class of a request of n bytes, 1024 < n <= HK_SMALL_MAX: n lies in (2^e, 2^(e+1)], which is
+ * split into four classes of width 2^(e-2). */
+static inline unsigned hk_class_of_mid(size_t n) {
+    size_t x = n - 1;
+    unsigned e = 63u - (unsigned)__builtin_clzl(x);
+    return 8u + (e - 7u) * 4u + (unsigned)((x >> (e - 2u)) & 3u);
+}
+
+/* Class of a request of n <= HK_SMALL_MAX bytes (n == 0 gets the smallest class). */
+static inline unsigned hk_class_of(size_t n) {
+    if (n <= HK_TABLE_MAX) return hk_class_table[(n + 15) >> 4];
+    return hk_class_of_mid(n);
+}
+
+#endif

@@ -1,0 +1,35 @@
+#include "superslab.h"
+
+#include "os.h"
+
+/* 64 MiB of address space in .bss; only the pages covering chunks in use are ever touched. */
+uint8_t hk_chunk_map[HK_MAP_ENTRIES];
+
+void hk_slab_format(struct hk_slab *s, unsigned c) {
+    uint32_t bs = hk_class_size[c];
+    s->bsize = bs;
+    s->capacity = (uint32_t)(HK_SLAB_SIZE / bs);
+    s->inv = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
+    s->carved = 0;
+    s->used = 0;
+    s->free = NULL;
+    s->last_cls = (uint8_t)c;
+    /* cls last: a concurrent reader of a stale pointer sees either NONE or a formatted slab. */
+    s->cls = (uint8_t)c;
+}
+
+struct hk_superslab *hk_ss_map(void) {
+    struct hk_superslab *ss = hk_os_map_aligned(HK_SS_SIZE, HK_SS_SIZE);
+    if (!ss) return NULL;
+    /* Fresh pages are zero: only the non-zero fields need writing. */
+    ss->magic = HK_SS_MAGIC;
+    for (unsigned i = 0; i < HK_SLABS; i++) ss->slabs[i].cls = HK_CLS_NONE;
+    __atomic_store_n(&hk_chunk_map[(uintptr_t)ss >> HK_SS_SHIFT], 1, __ATOMIC_RELEASE);
+    return ss;
+}
+
+void hk_ss_unmap(struct hk_superslab *ss) {
+    __atomic_store_n(&hk_chunk_map[(uintptr_t)ss >> HK_SS_SHIFT], 0, __ATOMIC_RELEASE);
+    ss->magic = 0;
+    hk_os_unmap(ss, HK_SS_SIZE);
+}
