@@ -14,23 +14,23 @@ HK_TLS struct hk_heap hk_tls = {
     .class_table = {HK_CLASS_TABLE_INIT},
 };
 
-static inline uintptr_t hk_slab_number(const struct hk_slab *s) {
-    return (uintptr_t)hk_slab_base(s) >> HK_SLAB_SHIFT;
+static inline unsigned hk_tag_index(uintptr_t base) {
+    return (unsigned)(base >> HK_SLAB_SHIFT) & (HK_TAGS - 1);
 }
 
 /* Makes s (or nothing) the current slab of class c and keeps the tag table in step. */
 static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s) {
     struct hk_slab *old = h->cur[c];
     if (old) {
-        uintptr_t sn = hk_slab_number(old);
-        if (h->tag[sn & (HK_TAGS - 1)] == sn) h->tag[sn & (HK_TAGS - 1)] = HK_TAG_NONE;
+        uintptr_t base = (uintptr_t)hk_slab_base(old);
+        if (h->tag[hk_tag_index(base)] == base) h->tag[hk_tag_index(base)] = HK_TAG_NONE;
     }
     h->cur[c] = s;
     if (s) {
         /* A current slab already on this tag loses it: its frees take the slow path. */
-        uintptr_t sn = hk_slab_number(s);
-        h->tag[sn & (HK_TAGS - 1)] = sn;
-        h->tag_cls[sn & (HK_TAGS - 1)] = (uint8_t)c;
+        uintptr_t base = (uintptr_t)hk_slab_base(s);
+        h->tag[hk_tag_index(base)] = base;
+        h->tag_cls[hk_tag_index(base)] = (uint8_t)c;
     }
 }
 

@@ -2,8 +2,8 @@
  *
  * Fast paths (inlined into malloc and free, see malloc.c):
  *   malloc(n): class from the thread's copy of the class table, pop free[c].
- *   free(p):   tag[(p >> 16) % HK_TAGS] == p >> 16 means p lies in one of this thread's
- *              current slabs, of class tag_cls[...]: push p onto free[c].
+ *   free(p):   tag[(p >> 16) % HK_TAGS] == (p & ~0xfff0) means p is 16-byte aligned and lies
+ *              in one of this thread's current slabs, of class tag_cls[...]: push p onto free[c].
  * No lock, no atomic, no call, no map lookup and no write to slab metadata on either. The tag
  * table holds only current slabs, so a hit proves ownership; a miss (another slab, another
  * thread's, a large block, a foreign pointer, NULL, or two current slabs sharing a tag) takes
@@ -23,11 +23,13 @@
 #include "superslab.h"
 
 #define HK_TAGS 128                       /* tag table entries (a power of two) */
-#define HK_TAG_NONE (~(uintptr_t)0)       /* matches no slab number */
+#define HK_TAG_NONE (~(uintptr_t)0)       /* matches no masked pointer */
+/* What free compares with a tag: the slab base if p is 16-byte aligned, else a non-base. */
+#define HK_TAG_MASK (~(uintptr_t)0xfff0)
 
 struct hk_heap {
     void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
-    uintptr_t tag[HK_TAGS];               /* slab numbers (address >> 16) of current slabs */
+    uintptr_t tag[HK_TAGS];               /* base addresses of current slabs */
     uint8_t tag_cls[HK_TAGS];             /* their classes */
     uint8_t class_table[HK_TABLE_MAX / 16 + 1]; /* copy of hk_class_table */
     struct hk_slab *cur[HK_NCLASS + 1];   /* current slab per class */

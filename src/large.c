@@ -65,6 +65,7 @@ static void hk_tab_remove(struct hk_large *e) {
 
 void *hk_large_alloc(size_t n, size_t align) {
     if (align < HK_PAGE_SIZE) align = HK_PAGE_SIZE;
+    if (n == 0) n = 1; /* memalign(big, 0) still gets a distinct, non-empty block */
     size_t len = hk_align_up(n, HK_PAGE_SIZE);
     if (len < n || len + (align - HK_PAGE_SIZE) < len) {
         errno = ENOMEM;

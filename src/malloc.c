@@ -33,9 +33,9 @@ HK_EXPORT void *hak_malloc(size_t n) {
 }
 
 static inline void hk_free_inline(void *p) {
-    uintptr_t sn = (uintptr_t)p >> HK_SLAB_SHIFT;
-    unsigned t = (unsigned)sn & (HK_TAGS - 1);
-    if (HK_LIKELY(hk_tls.tag[t] == sn)) {
+    uintptr_t a = (uintptr_t)p;
+    unsigned t = (unsigned)(a >> HK_SLAB_SHIFT) & (HK_TAGS - 1);
+    if (HK_LIKELY(hk_tls.tag[t] == (a & HK_TAG_MASK))) {
         unsigned c = hk_tls.tag_cls[t];
         void *head = hk_tls.free[c];
         if (HK_LIKELY(head != p)) {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test and prints one closing line "N passed, N failed"; exits 1 on any failure.
+# Each test program prints "PASS: ..." / "FAIL: ..." lines; scripts do the same.
+set -u
+cd "$(dirname "$0")/.."
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+run() { # run NAME CMD...: counts its PASS/FAIL lines; a crash without them is one failure
+    local name=$1; shift
+    echo "== $name"
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    printf '%s\n' "$out" | tee -a "$log" | grep -E '^(PASS|FAIL)|^  ' || true
+    if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL'; then
+        echo "FAIL: $name exited with status $rc" | tee -a "$log"
+        printf '%s\n' "$out" | tail -5
+    fi
+}
+
+for t in test_size_class test_slab test_api test_random test_threads; do
+    run "$t (release)" build/tests/$t
+    run "$t (debug)" build/tests/${t}_debug
+done
+run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_api_preload
+run "misuse reports" tests/misuse.sh
+run "real programs" tests/programs.sh
+if [ -x tests/bench_smoke.sh ]; then run "benchmark smoke" tests/bench_smoke.sh; fi
+
+pass=$(grep -c '^PASS' "$log")
+fail=$(grep -c '^FAIL' "$log")
+echo
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -1,0 +1,41 @@
+/* Commits one kind of misuse, named by argv[1]; tests/misuse.sh runs it under LD_PRELOAD and
+ * checks that hakmem reports it in one line and aborts (or carries on, if told to). */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* Every misuse below is deliberate. */
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+
+int main(int argc, char **argv) {
+    if (argc != 2) return 2;
+    const char *m = argv[1];
+    int local = 0;
+    char *volatile p = malloc(64);
+    if (!strcmp(m, "free-stack")) {
+        free(&local);
+    } else if (!strcmp(m, "free-mmap")) {
+        void *q = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        free(q);
+    } else if (!strcmp(m, "free-misaligned")) {
+        free(p + 8);
+    } else if (!strcmp(m, "double-free")) {
+        free(p);
+        free(p);
+    } else if (!strcmp(m, "double-free-large")) {
+        char *volatile big = malloc(1 << 20);
+        free(big);
+        free(big);
+    } else if (!strcmp(m, "realloc-foreign")) {
+        p = realloc(&local, 100);
+    } else if (!strcmp(m, "usable-size-foreign")) {
+        printf("%zu\n", malloc_usable_size(&local));
+    } else {
+        return 2;
+    }
+    puts("survived");
+    return 0;
+}

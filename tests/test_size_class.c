@@ -1,0 +1,47 @@
+/* Size classes: 16-byte spacing up to 128 bytes, less than 25% waste above, and the table,
+ * the arithmetic and the class sizes agreeing for every request size. */
+#include "check.h"
+#include "size_class.h"
+
+TEST(spacing_16_at_the_bottom) {
+    for (unsigned c = 0; c < 8; c++) CHECK(hk_class_size[c] == 16 * (c + 1));
+}
+
+TEST(waste_below_25_percent_above_128) {
+    for (size_t n = 129; n <= HK_SMALL_MAX; n++) {
+        size_t bs = hk_class_size[hk_class_of(n)];
+        CHECKF((bs - n) * 4 < n, "n=%zu block=%zu", n, bs);
+    }
+}
+
+TEST(smallest_fitting_class) {
+    for (size_t n = 0; n <= HK_SMALL_MAX; n++) {
+        unsigned c = hk_class_of(n);
+        CHECKF(c < HK_NCLASS, "n=%zu", n);
+        CHECKF(hk_class_size[c] >= n, "n=%zu class=%u", n, c);
+        CHECKF(c == 0 || hk_class_size[c - 1] < n, "n=%zu class=%u not smallest", n, c);
+    }
+}
+
+TEST(class_sizes_increase_and_keep_alignment) {
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        CHECK(hk_class_size[c] % 16 == 0);
+        if (c) CHECK(hk_class_size[c] > hk_class_size[c - 1]);
+    }
+    CHECK(hk_class_size[HK_NCLASS - 1] == HK_SMALL_MAX);
+}
+
+TEST(table_agrees_with_arithmetic_where_both_apply) {
+    /* hk_class_of_mid is only used above the table, but its formula holds from 129 up. */
+    for (size_t n = 129; n <= HK_TABLE_MAX; n++) CHECK(hk_class_of_mid(n) == hk_class_of(n));
+}
+
+int main(void) {
+    TEST_MAIN_BEGIN("size_class");
+    RUN(spacing_16_at_the_bottom);
+    RUN(waste_below_25_percent_above_128);
+    RUN(smallest_fitting_class);
+    RUN(class_sizes_increase_and_keep_alignment);
+    RUN(table_agrees_with_arithmetic_where_both_apply);
+    TEST_MAIN_END();
+}

@@ -1,0 +1,158 @@
+/* Slab carving and accounting: blocks are carved lazily, every slab's live count is exact
+ * after any sequence of operations, empty slabs go back to the pool and are reused before
+ * new memory is mapped, and empty SuperSlabs are cached and then trimmed. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "hakmem.h"
+#include "heap.h"
+#include "superslab.h"
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rng(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static unsigned resident_pages(void *start, size_t len) {
+    unsigned char vec[64];
+    unsigned n = 0;
+    if (mincore(start, len, vec) != 0) return ~0u;
+    for (size_t i = 0; i < len / 4096; i++) n += vec[i] & 1;
+    return n;
+}
+
+/* Runs first, on a class nothing else has used, so its slab comes from fresh memory. */
+TEST(carving_is_lazy) {
+    void *p = hak_malloc(48);
+    CHECK(p != NULL);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
+    CHECK(s->cls == hk_class_of(48));
+    CHECK(s->carved > 0 && s->carved < s->capacity);
+    /* Pages past the carved blocks have never been touched. */
+    char *base = hk_slab_base(s);
+    size_t carved_end = hk_align_up((size_t)s->carved * s->bsize, 4096);
+    CHECK(resident_pages(base + carved_end, HK_SLAB_SIZE - carved_end) == 0);
+    CHECK(resident_pages(base, carved_end) > 0);
+    hak_free(p);
+}
+
+#define NLIVE 6000
+static void *live[NLIVE];
+
+/* Compares every slab's live count with the blocks this test holds in it. */
+static int accounting_exact(void) {
+    struct { struct hk_slab *s; uint32_t n; } seen[512];
+    unsigned ns = 0;
+    for (unsigned i = 0; i < NLIVE; i++) {
+        if (!live[i]) continue;
+        struct hk_slab *s = hk_slab_of((uintptr_t)live[i]);
+        unsigned j = 0;
+        while (j < ns && seen[j].s != s) j++;
+        if (j == ns) {
+            if (ns == 512) return 0;
+            seen[ns].s = s;
+            seen[ns++].n = 0;
+        }
+        seen[j].n++;
+    }
+    for (unsigned j = 0; j < ns; j++) {
+        struct hk_slab *s = seen[j].s;
+        if (s->state != HK_SLOT_ACTIVE || s->cls == HK_CLS_NONE) return 0;
+        if (hk_heap_slab_live(s) != seen[j].n) {
+            fprintf(stderr, "  slab %p class %u: live %u, expected %u\n", (void *)s, s->cls,
+                    hk_heap_slab_live(s), seen[j].n);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+TEST(live_counts_exact_after_random_operations) {
+    static const size_t sizes[] = {16, 24, 100, 256, 700, 1000, 3000, 9000};
+    memset(live, 0, sizeof live);
+    int ok = 1;
+    for (unsigned step = 0; step < 200000 && ok; step++) {
+        unsigned i = (unsigned)(rng() % NLIVE);
+        if (live[i]) {
+            hak_free(live[i]);
+            live[i] = NULL;
+        } else {
+            live[i] = hak_malloc(sizes[rng() % 8]);
+            if (!live[i]) ok = 0;
+        }
+        if (step % 997 == 0) ok = ok && accounting_exact();
+    }
+    CHECK(ok);
+    CHECK(accounting_exact());
+    for (unsigned i = 0; i < NLIVE; i++) hak_free(live[i]), live[i] = NULL;
+}
+
+TEST(empty_slabs_are_released_and_reused_before_mapping) {
+    /* Four slabs' worth of 1 KiB blocks: three slabs become empty and not current. */
+    enum { N = 4 * 64 };
+    void *p[N];
+    struct hak_stats a, b, c;
+    hak_stats_get(&a);
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(1000);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    hak_stats_get(&b);
+    CHECK(b.slab_release >= a.slab_release + 3);
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(1000);
+    hak_stats_get(&c);
+    CHECK(c.acquire_stage3_mmap == b.acquire_stage3_mmap);
+    CHECK(c.acquire_stage1 >= b.acquire_stage1 + 3);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+}
+
+TEST(empty_superslabs_are_cached_then_trimmed) {
+    /* 32 KiB blocks, two per slab: 100 blocks need 50 slabs, more than one SuperSlab. */
+    enum { N = 100 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = hak_malloc(30000);
+        memset(p[i], 0xab, 30000);
+    }
+    struct hak_stats a, b, c;
+    hak_stats_get(&a);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    hak_stats_get(&b);
+    CHECK(b.superslabs_cached_now >= 1);
+    CHECK(b.slabs_active_now < a.slabs_active_now);
+    CHECK(hak_trim() == 1);
+    hak_stats_get(&c);
+    CHECK(c.superslabs_cached_now == 0);
+    CHECK(c.os_munmap > b.os_munmap);
+    CHECK(c.mapped_bytes_now < b.mapped_bytes_now);
+}
+
+TEST(pointer_to_slab_is_arithmetic) {
+    void *p = hak_malloc(200);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
+    char *base = hk_slab_base(s);
+    CHECK((char *)p >= base && (char *)p < base + HK_SLAB_SIZE);
+    CHECK(hk_ss_of((uintptr_t)p)->magic == HK_SS_MAGIC);
+    CHECK(((uintptr_t)hk_ss_of((uintptr_t)p) & (HK_SS_SIZE - 1)) == 0);
+    CHECK(hk_is_superslab((uintptr_t)p));
+    int on_stack;
+    CHECK(!hk_is_superslab((uintptr_t)&on_stack));
+    CHECK(hk_slab_block_index(s, (uintptr_t)p) >= 0);
+    CHECK(hk_slab_block_index(s, (uintptr_t)p + 8) < 0);
+    hak_free(p);
+}
+
+int main(void) {
+    TEST_MAIN_BEGIN("slab");
+    RUN(carving_is_lazy);
+    RUN(live_counts_exact_after_random_operations);
+    RUN(empty_slabs_are_released_and_reused_before_mapping);
+    RUN(empty_superslabs_are_cached_then_trimmed);
+    RUN(pointer_to_slab_is_arithmetic);
+    TEST_MAIN_END();
+}
