@@ -66,7 +66,7 @@ static void hk_heap_release(struct hk_slab *s) {
 }
 
 /* Frees block p of slab s, which the calling thread owns. */
-static void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) {
+static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) {
     void **b = p;
     if (HK_UNLIKELY(b == s->free || s->used == 0)) {
         hk_report("free", p, "double free");
@@ -167,15 +167,21 @@ void *hk_heap_refill(unsigned c) {
 
 void hk_heap_free_slow(void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
-    if (hk_is_superslab(a)) {
+    if (HK_LIKELY(hk_is_superslab(a))) {
         struct hk_slab *s = hk_slab_of(a);
         struct hk_heap *h = &hk_tls;
         if (HK_UNLIKELY(s->cls == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
             hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
             return;
         }
-        if (HK_UNLIKELY(p == h->free[s->cls] && h->cur[s->cls] == s)) {
-            hk_report(op, p, "double free");
+        /* Most frees that get here are to one of this thread's other slabs. */
+        if (HK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner &&
+                      h->owner != NULL)) {
+            if (HK_UNLIKELY(p == h->free[s->cls] && h->cur[s->cls] == s)) {
+                hk_report(op, p, "double free");
+                return;
+            }
+            hk_local_free(h, s, p);
             return;
         }
         hk_free_dispatch(h, s, p);

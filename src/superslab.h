@@ -95,9 +95,9 @@ static inline char *hk_slab_base(const struct hk_slab *s) {
     return (char *)hk_ss_of((uintptr_t)s) + ((size_t)hk_slab_index(s) << HK_SLAB_SHIFT);
 }
 
-/* Index of the block at p in slab s, or -1 if p is not the start of a carved block. */
+/* Index of the block at p in its slab s, or -1 if p is not the start of a carved block. */
 static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
-    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    uint32_t off = (uint32_t)(p & (HK_SLAB_SIZE - 1)); /* slabs are 64 KiB aligned */
     uint32_t i = (uint32_t)(((uint64_t)off * s->inv) >> 32);
     if (i * s->bsize != off || i >= s->carved) return -1;
     return i;
