@@ -12,10 +12,53 @@
 HK_TLS struct hk_heap hk_tls = {
     .tag = {[0 ... HK_TAGS - 1] = HK_TAG_NONE},
     .class_table = {HK_CLASS_TABLE_INIT},
+    .own = {[0 ... HK_OWN_TAGS - 1] = HK_TAG_NONE},
 };
 
 static inline unsigned hk_tag_index(uintptr_t base) {
     return (unsigned)(base >> HK_SLAB_SHIFT) & (HK_TAGS - 1);
+}
+static inline unsigned hk_own_index(uintptr_t base) {
+    return (unsigned)(base >> HK_SLAB_SHIFT) & (HK_OWN_TAGS - 1);
+}
+
+/* Partial slabs queue up oldest first: a slab that just got its first free block back waits
+ * at the tail and gathers more before it is picked, instead of being picked for one block. */
+static void hk_partial_append(struct hk_heap *h, struct hk_slab *s) {
+    unsigned c = s->cls;
+    s->list = HK_LIST_PARTIAL;
+    s->next = NULL;
+    s->prev = h->partial_tail[c];
+    if (s->prev) s->prev->next = s;
+    else h->partial[c] = s;
+    h->partial_tail[c] = s;
+}
+
+static void hk_partial_unlink(struct hk_heap *h, struct hk_slab *s) {
+    if (h->partial_tail[s->cls] == s) h->partial_tail[s->cls] = s->prev;
+    hk_slab_list_unlink(&h->partial[s->cls], s);
+}
+
+/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL) and in own[]. */
+static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list) {
+    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    if (list == HK_LIST_PARTIAL) {
+        hk_partial_append(h, s);
+    } else {
+        s->list = list;
+        hk_slab_list_push(&h->full[s->cls], s);
+    }
+    h->own[hk_own_index(base)] = base; /* a slab already there falls back to the full path */
+}
+
+/* Takes an owned, non-current slab off its heap list and out of own[]. */
+static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
+    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    unsigned c = s->cls;
+    if (s->list == HK_LIST_PARTIAL) hk_partial_unlink(h, s);
+    else if (s->list == HK_LIST_FULL) hk_slab_list_unlink(&h->full[c], s);
+    s->list = HK_LIST_NONE;
+    if (h->own[hk_own_index(base)] == base) h->own[hk_own_index(base)] = HK_TAG_NONE;
 }
 
 /* Makes s (or nothing) the current slab of class c and keeps the tag table in step. */
@@ -52,14 +95,6 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     s->used = s->carved;
 }
 
-/* Removes an owned, non-current slab from whichever heap list holds it. */
-static void hk_heap_unlist(struct hk_heap *h, struct hk_slab *s) {
-    unsigned c = s->cls;
-    if (s->list == HK_LIST_PARTIAL) hk_slab_list_unlink(&h->partial[c], s);
-    else if (s->list == HK_LIST_FULL) hk_slab_list_unlink(&h->full[c], s);
-    s->list = HK_LIST_NONE;
-}
-
 static void hk_heap_release(struct hk_slab *s) {
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
     hk_pool_release(s);
@@ -76,12 +111,11 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
     s->free = b;
     if (--s->used == 0) {
         if (s->list == HK_LIST_CURRENT) return; /* stays, its blocks are reused next */
-        hk_heap_unlist(h, s);
+        hk_heap_list_remove(h, s);
         hk_heap_release(s);
     } else if (s->list == HK_LIST_FULL) {
         hk_slab_list_unlink(&h->full[s->cls], s);
-        s->list = HK_LIST_PARTIAL;
-        hk_slab_list_push(&h->partial[s->cls], s);
+        hk_partial_append(h, s);
     }
 }
 
@@ -128,12 +162,11 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
                 hk_carve(h, s, c);
                 return 1;
             }
-            s->list = HK_LIST_FULL;
-            hk_slab_list_push(&h->full[c], s);
             hk_heap_set_current(h, c, NULL);
+            hk_heap_list_add(h, s, HK_LIST_FULL);
         }
         if ((s = h->partial[c]) != NULL) {
-            hk_slab_list_unlink(&h->partial[c], s);
+            hk_heap_list_remove(h, s);
         } else if ((s = hk_orphan_adopt(c, h->owner)) == NULL) {
             if ((s = hk_pool_acquire(c)) == NULL) return 0;
             atomic_store_explicit(&s->owner, h->owner, memory_order_release);
@@ -167,9 +200,14 @@ void *hk_heap_refill(unsigned c) {
 
 void hk_heap_free_slow(void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
+    struct hk_heap *h = &hk_tls;
+    if (HK_LIKELY(h->own[hk_own_index(a)] == (a & HK_TAG_MASK))) {
+        /* One of this thread's other slabs (p is 16-byte aligned and inside it). */
+        hk_local_free(h, hk_slab_of(a), p);
+        return;
+    }
     if (HK_LIKELY(hk_is_superslab(a))) {
         struct hk_slab *s = hk_slab_of(a);
-        struct hk_heap *h = &hk_tls;
         if (HK_UNLIKELY(s->cls == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
             hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
             return;
@@ -221,11 +259,11 @@ void hk_heap_teardown(struct hk_heap *h) {
             hk_heap_let_go(s);
         }
         while ((s = h->partial[c]) != NULL) {
-            hk_slab_list_unlink(&h->partial[c], s);
+            hk_heap_list_remove(h, s);
             hk_heap_let_go(s);
         }
         while ((s = h->full[c]) != NULL) {
-            hk_slab_list_unlink(&h->full[c], s);
+            hk_heap_list_remove(h, s);
             hk_heap_let_go(s);
         }
     }

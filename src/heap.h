@@ -5,9 +5,10 @@
  *   free(p):   tag[(p >> 16) % HK_TAGS] == (p & ~0xfff0) means p is 16-byte aligned and lies
  *              in one of this thread's current slabs, of class tag_cls[...]: push p onto free[c].
  * No lock, no atomic, no call, no map lookup and no write to slab metadata on either. The tag
- * table holds only current slabs, so a hit proves ownership; a miss (another slab, another
- * thread's, a large block, a foreign pointer, NULL, or two current slabs sharing a tag) takes
- * the slow path, which validates everything.
+ * table holds only current slabs, so a hit proves ownership. A miss goes to the slow path,
+ * which first looks p's slab up in a second table of the thread's other slabs (own[]) and
+ * frees it there; anything else (another thread's slab, a large block, a foreign pointer,
+ * NULL, or slabs whose table entry another slab took) is validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
  * slab->free, i.e. held by users or by this cache. The cache only ever holds blocks of the
@@ -23,6 +24,7 @@
 #include "superslab.h"
 
 #define HK_TAGS 128                       /* tag table entries (a power of two) */
+#define HK_OWN_TAGS 256                   /* owned-slab table entries (a power of two) */
 #define HK_TAG_NONE (~(uintptr_t)0)       /* matches no masked pointer */
 /* What free compares with a tag: the slab base if p is 16-byte aligned, else a non-base. */
 #define HK_TAG_MASK (~(uintptr_t)0xfff0)
@@ -34,8 +36,12 @@ struct hk_heap {
     uint8_t class_table[HK_TABLE_MAX / 16 + 1]; /* copy of hk_class_table */
     struct hk_slab *cur[HK_NCLASS + 1];   /* current slab per class */
     struct hk_owner *owner;               /* NULL until the first slow-path call */
-    struct hk_slab *partial[HK_NCLASS];   /* owned slabs with free blocks */
+    struct hk_slab *partial[HK_NCLASS];   /* owned slabs with free blocks, oldest first */
+    struct hk_slab *partial_tail[HK_NCLASS];
     struct hk_slab *full[HK_NCLASS];      /* owned slabs without */
+    /* Base addresses of owned slabs that are not current, indexed like tag[]: the first check
+     * of free's slow path, so a free to any of this thread's slabs skips the chunk map. */
+    uintptr_t own[HK_OWN_TAGS];
 };
 
 extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
