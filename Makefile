@@ -3,6 +3,7 @@
 #   make debug      the same with assertions and -O1 -g: build/debug/
 #   make test       every test (unit, API, randomized, threads, real programs, bench smoke)
 #   make test-asan  the unit, API and randomized tests under ASan+UBSan (hak_* API only)
+#   make test-tsan  the threaded tests under ThreadSanitizer (hak_* API only)
 #   make bench      benchmark suite, hakmem beside the peer allocators (see docs/BENCHMARKS.md)
 #   make bench-deps install the peer allocators and plotting tools (Debian)
 
@@ -15,12 +16,13 @@ CFLAGS_RELEASE := -O2 -g -DNDEBUG
 CFLAGS_DEBUG   := -O1 -g -DHK_DEBUG
 CFLAGS_ASAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=address,undefined \
                   -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS_TSAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=thread
 LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined
 
 SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakmem.h
 
-.PHONY: all release debug asan test test-asan bench bench-deps clean
+.PHONY: all release debug test test-asan test-tsan bench bench-deps clean
 all: release
 release: build/libhakmem.so build/libhakmem.a
 debug: build/debug/libhakmem.so build/debug/libhakmem.a
@@ -35,10 +37,14 @@ build/debug/obj/%.o: src/%.c $(HDRS)
 build/asan/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS_ASAN) $(CFLAGS) -c $< -o $@
+build/tsan/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS_TSAN) $(CFLAGS) -c $< -o $@
 
 OBJS       := $(SRCS:src/%.c=build/obj/%.o)
 DEBUG_OBJS := $(SRCS:src/%.c=build/debug/obj/%.o)
 ASAN_OBJS  := $(SRCS:src/%.c=build/asan/obj/%.o)
+TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/obj/%.o)
 
 build/libhakmem.so: $(OBJS)
 	$(CC) $(LDFLAGS_SO) -o $@ $^
@@ -50,10 +56,13 @@ build/debug/libhakmem.a: $(DEBUG_OBJS)
 	rm -f $@ && ar rcs $@ $^
 build/asan/libhakmem.a: $(ASAN_OBJS)
 	rm -f $@ && ar rcs $@ $^
+build/tsan/libhakmem.a: $(TSAN_OBJS)
+	rm -f $@ && ar rcs $@ $^
 
 # --- tests ------------------------------------------------------------------------------------
 TEST_CFLAGS := -std=c11 -Wall -Wextra -O1 -g -pthread -Iinclude -Isrc -Itests
 UNIT_TESTS  := test_size_class test_slab test_api test_random test_threads
+TSAN_TESTS  := test_threads test_random
 TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug) \
                build/tests/test_api_preload build/tests/test_misuse build/tests/cxx_program
 
@@ -66,6 +75,9 @@ build/tests/%_debug: tests/%.c tests/check.h build/debug/libhakmem.a
 build/tests/%_asan: tests/%.c tests/check.h build/asan/libhakmem.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $(CFLAGS_ASAN) -o $@ $< build/asan/libhakmem.a
+build/tests/%_tsan: tests/%.c tests/check.h build/tsan/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $(CFLAGS_TSAN) -o $@ $< build/tsan/libhakmem.a
 # The API test again, through the standard names, for running under LD_PRELOAD.
 build/tests/test_api_preload: tests/test_api.c tests/check.h
 	@mkdir -p $(@D)
@@ -77,11 +89,16 @@ build/tests/cxx_program: tests/cxx_program.cpp
 	@mkdir -p $(@D)
 	g++ -std=c++17 -O2 -Wall -Wextra -o $@ $<
 
-test: release debug $(TEST_BINS)
+SAN_BINS := $(UNIT_TESTS:%=build/tests/%_asan) $(TSAN_TESTS:%=build/tests/%_tsan)
+test: release debug $(TEST_BINS) $(SAN_BINS)
 	@tests/run.sh
 
 test-asan: $(UNIT_TESTS:%=build/tests/%_asan)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t (asan)"; build/tests/$${t}_asan; done
+
+test-tsan: $(TSAN_TESTS:%=build/tests/%_tsan)
+	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (tsan)"; \
+	    TSAN_OPTIONS=halt_on_error=1 build/tests/$${t}_tsan; done
 
 # --- benchmarks (bench/run.sh and bench/deps.sh own the details) ------------------------------
 bench: release

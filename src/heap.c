@@ -91,7 +91,7 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     for (uint32_t i = 0; i + 1 < n; i++) *(void **)(p + (size_t)i * bs) = p + (size_t)(i + 1) * bs;
     *(void **)(p + (size_t)(n - 1) * bs) = NULL;
     h->free[c] = p;
-    s->carved += n;
+    __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
     s->used = s->carved;
 }
 

@@ -99,7 +99,9 @@ static inline char *hk_slab_base(const struct hk_slab *s) {
 static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
     uint32_t off = (uint32_t)(p & (HK_SLAB_SIZE - 1)); /* slabs are 64 KiB aligned */
     uint32_t i = (uint32_t)(((uint64_t)off * s->inv) >> 32);
-    if (i * s->bsize != off || i >= s->carved) return -1;
+    /* carved grows while the owner carves; another thread validating a free reads it racily,
+     * and any block it may legitimately free was carved before it was handed out. */
+    if (i * s->bsize != off || i >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED)) return -1;
     return i;
 }
 
