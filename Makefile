@@ -64,7 +64,8 @@ TEST_CFLAGS := -std=c11 -Wall -Wextra -O1 -g -pthread -Iinclude -Isrc -Itests
 UNIT_TESTS  := test_size_class test_slab test_api test_random test_threads
 TSAN_TESTS  := test_threads test_random
 TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug) \
-               build/tests/test_api_preload build/tests/test_misuse build/tests/cxx_program
+               build/tests/test_api_preload build/tests/test_misuse build/tests/test_no_keys \
+               build/tests/cxx_program
 
 build/tests/%: tests/%.c tests/check.h build/libhakmem.a
 	@mkdir -p $(@D)
@@ -82,7 +83,8 @@ build/tests/%_tsan: tests/%.c tests/check.h build/tsan/libhakmem.a
 build/tests/test_api_preload: tests/test_api.c tests/check.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DUSE_LIBC_NAMES -o $@ $< -ldl
-build/tests/test_misuse: tests/test_misuse.c
+# Programs run under LD_PRELOAD, linked against plain libc.
+build/tests/test_misuse build/tests/test_no_keys: build/tests/%: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $<
 build/tests/cxx_program: tests/cxx_program.cpp

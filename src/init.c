@@ -18,6 +18,7 @@ enum { HK_UNINIT = 0, HK_INITIALISING, HK_READY };
 
 static _Atomic int hk_state = HK_UNINIT;
 static pthread_key_t hk_exit_key;
+static int hk_exit_key_ok; /* 0 if the program had used up its pthread keys */
 
 static void hk_thread_exit(void *heap) { hk_heap_teardown(heap); }
 
@@ -51,7 +52,9 @@ int hk_init(void) {
         return 1;
     }
     hk_config_load();
-    if (pthread_key_create(&hk_exit_key, hk_thread_exit) != 0) return 0;
+    /* Without a key (all PTHREAD_KEYS_MAX taken) hakmem still works, but the heaps of exiting
+     * threads are not handed over: their slabs stay with them. */
+    hk_exit_key_ok = pthread_key_create(&hk_exit_key, hk_thread_exit) == 0;
     atomic_store_explicit(&hk_state, HK_READY, memory_order_release);
     /* These may allocate: the allocator is ready by now. */
     pthread_atfork(hk_fork_prepare, hk_fork_release, hk_fork_release);
@@ -61,7 +64,7 @@ int hk_init(void) {
 void hk_init_thread(void *heap) {
     /* glibc runs key destructors for every thread but the main one, and again if a destructor
      * leaves a value set: a heap rebuilt by a later destructor's malloc is torn down too. */
-    pthread_setspecific(hk_exit_key, heap);
+    if (hk_exit_key_ok) pthread_setspecific(hk_exit_key, heap);
 }
 
 /* Runs at exit when the library is loaded; prints the counters if HAKMEM_STATS=1. */

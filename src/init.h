@@ -6,7 +6,7 @@
 
 #include "common.h"
 
-/* Makes sure the process is initialised; returns 0 only if that is impossible. */
+/* Makes sure the process is initialised; always succeeds (returns 1). */
 int hk_init(void) HK_INTERNAL;
 /* Arranges for the calling thread's heap to be torn down when the thread exits. */
 void hk_init_thread(void *heap) HK_INTERNAL;

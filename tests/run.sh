@@ -29,6 +29,7 @@ for t in test_threads test_random; do
     run "$t (TSan)" env TSAN_OPTIONS=halt_on_error=1 build/tests/${t}_tsan
 done
 run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_api_preload
+run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
 run "misuse reports" tests/misuse.sh
 run "real programs" tests/programs.sh
 if [ -x tests/bench_smoke.sh ]; then run "benchmark smoke" tests/bench_smoke.sh; fi
