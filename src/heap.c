@@ -198,6 +198,8 @@ void *hk_heap_refill(unsigned c) {
     return hk_heap_alloc(c);
 }
 
+void *hk_heap_refill_size(size_t n) { return hk_heap_refill(hk_class_of(n)); }
+
 void hk_heap_free_slow(void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
     struct hk_heap *h = &hk_tls;

@@ -28,7 +28,17 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
 }
 
 HK_EXPORT void *hak_malloc(size_t n) {
-    if (HK_LIKELY(n <= HK_TABLE_MAX)) return hk_heap_alloc(hk_tls.class_table[(n + 15) >> 4]);
+    if (HK_LIKELY(n <= HK_TABLE_MAX)) {
+        unsigned c = hk_tls.class_table[(n + 15) >> 4];
+        void **b = hk_tls.free[c];
+        if (HK_LIKELY(b != NULL)) {
+            hk_tls.free[c] = b[0];
+            return b;
+        }
+        /* The refill takes the size, not the class: the hit path then needs no register move
+         * to set up the call. */
+        return hk_heap_refill_size(n);
+    }
     return hk_malloc_big(n);
 }
 

@@ -22,12 +22,12 @@ for t in test_size_class test_slab test_api test_random test_threads; do
     run "$t (release)" build/tests/$t
     run "$t (debug)" build/tests/${t}_debug
 done
-for t in test_size_class test_slab test_api test_random test_threads; do
+for t in test_size_class test_slab test_api test_threads; do
     run "$t (ASan+UBSan)" build/tests/${t}_asan
 done
-for t in test_threads test_random; do
-    run "$t (TSan)" env TSAN_OPTIONS=halt_on_error=1 build/tests/${t}_tsan
-done
+run "test_random (ASan+UBSan, 10% of the operations)" build/tests/test_random_asan 10
+run "test_threads (TSan)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_threads_tsan
+run "test_random (TSan, 10% of the operations)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_random_tsan 10
 run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_api_preload
 run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
 run "misuse reports" tests/misuse.sh

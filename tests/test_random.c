@@ -36,6 +36,11 @@ static size_t bad_bytes(const unsigned char *p, size_t n, uint32_t seed) {
     return bad;
 }
 
+/* Operation counts are scaled by argv[1] (percent, default 100): the sanitizer builds run a
+ * tenth of the work. */
+static unsigned scale_pct = 100;
+static unsigned scaled(unsigned n) { return (unsigned)((unsigned long)n * scale_pct / 100); }
+
 #define SLOTS 2048
 struct slot { unsigned char *p; size_t n; uint32_t seed; };
 
@@ -59,7 +64,7 @@ TEST(single_thread_shadow_model) {
     static struct slot s[SLOTS];
     struct rng r = {0x9e3779b97f4a7c15ull};
     size_t corrupt = 0, failed = 0, overlaps = 0;
-    for (unsigned op = 0; op < 300000; op++) {
+    for (unsigned op = 0, n = scaled(300000); op < n; op++) {
         struct slot *x = &s[next(&r) % SLOTS];
         unsigned kind = (unsigned)(next(&r) % 10);
         if (x->p) {
@@ -113,7 +118,7 @@ static _Atomic size_t t_corrupt, t_failed;
 
 static void *worker(void *arg) {
     struct rng r = {(uint64_t)(uintptr_t)arg * 0x2545f4914f6cdd1dull + 1};
-    for (unsigned op = 0; op < 200000; op++) {
+    for (unsigned op = 0, n = scaled(200000); op < n; op++) {
         unsigned i = (unsigned)(next(&r) % TSLOTS);
         unsigned char *p = atomic_exchange(&shared[i], NULL);
         if (p) {
@@ -149,7 +154,9 @@ TEST(threads_shadow_model) {
     for (unsigned i = 0; i < TSLOTS; i++) hak_free(atomic_exchange(&shared[i], NULL));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) scale_pct = (unsigned)atoi(argv[1]);
+    if (scale_pct == 0 || scale_pct > 10000) scale_pct = 100;
     TEST_MAIN_BEGIN("random");
     RUN(single_thread_shadow_model);
     RUN(threads_shadow_model);
