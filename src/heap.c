@@ -214,14 +214,10 @@ void hk_heap_free_slow(void *p, const char *op) {
             hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
             return;
         }
-        /* Most frees that get here are to one of this thread's other slabs. */
-        if (HK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner &&
-                      h->owner != NULL)) {
-            if (HK_UNLIKELY(p == h->free[s->cls] && h->cur[s->cls] == s)) {
-                hk_report(op, p, "double free");
-                return;
-            }
-            hk_local_free(h, s, p);
+        /* Here: another thread's slab, an orphan, or one of ours whose table entry another
+         * slab took (possibly a current one: then p may be the head of our cache). */
+        if (HK_UNLIKELY(p == h->free[s->cls] && h->cur[s->cls] == s)) {
+            hk_report(op, p, "double free");
             return;
         }
         hk_free_dispatch(h, s, p);
