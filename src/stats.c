@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../include/hakmem.h"
 #include "large.h"
@@ -33,15 +34,16 @@ void hk_stats_dump(void) {
     struct hak_stats s;
     hak_stats_get(&s);
     char buf[1024];
-    /* snprintf with integer conversions does not allocate in glibc. */
+    /* snprintf with integer conversions does not allocate in glibc. The pid tells apart the
+     * reports of a program and the programs it starts (they all inherit HAKMEM_STATS). */
     snprintf(buf, sizeof buf,
-             "hakmem stats:\n"
+             "hakmem stats (pid %ld):\n"
              "  os: mmap %zu, munmap %zu, madvise %zu\n"
              "  mapped now %zu bytes: %zu SuperSlabs (%zu cached), %zu active slabs, "
              "%zu large blocks (%zu bytes)\n"
              "  slab acquire: stage1 %zu, stage2 %zu, stage3 cache %zu, stage3 mmap %zu\n"
              "  slab release %zu, abandon %zu, adopt %zu; remote frees %zu\n",
-             s.os_mmap, s.os_munmap, s.os_madvise, s.mapped_bytes_now, s.superslabs_now,
+             (long)getpid(), s.os_mmap, s.os_munmap, s.os_madvise, s.mapped_bytes_now, s.superslabs_now,
              s.superslabs_cached_now, s.slabs_active_now, s.large_now, s.large_bytes_now,
              s.acquire_stage1, s.acquire_stage2, s.acquire_stage3_cache, s.acquire_stage3_mmap,
              s.slab_release, s.slab_abandon, s.slab_adopt, s.remote_free);

@@ -22,7 +22,7 @@ compare() {
     (cd "$work/hak" && HAKMEM_STATS=1 "$root/bin/hakmem" bash -c "$script") \
         >"$work/hak.out" 2>"$work/hak.err"
     local rc_hak=$?
-    if ! grep -q '^hakmem stats:' "$work/hak.err"; then
+    if ! grep -q '^hakmem stats (pid [0-9]*):' "$work/hak.err"; then
         echo "FAIL: program $name (hakmem was not loaded)"
     elif [ $rc_plain -ne $rc_hak ]; then
         echo "FAIL: program $name (status $rc_hak under hakmem, $rc_plain without)"
