@@ -39,7 +39,7 @@ int hak_owns(const void *ptr);
 
 /* Counters, merged over all threads. Monotonic except the *_now fields. */
 struct hak_stats {
-    size_t os_mmap, os_munmap, os_madvise;     /* system calls made */
+    size_t os_mmap, os_munmap, os_madvise, os_mremap; /* system calls made */
     size_t mapped_bytes_now;                   /* SuperSlabs + large mappings */
     size_t superslabs_now, superslabs_cached_now;
     size_t slabs_active_now;

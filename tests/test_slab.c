@@ -132,6 +132,19 @@ TEST(empty_superslabs_are_cached_then_trimmed) {
     CHECK(c.mapped_bytes_now < b.mapped_bytes_now);
 }
 
+TEST(large_blocks_grow_by_mremap) {
+    struct hak_stats a, b;
+    char *p = hak_malloc(100000);
+    memset(p, 7, 100000);
+    hak_stats_get(&a);
+    p = hak_realloc(p, 400000);
+    hak_stats_get(&b);
+    CHECK(p != NULL && p[99999] == 7);
+    CHECK(b.os_mremap == a.os_mremap + 1);
+    CHECK(b.os_mmap == a.os_mmap);
+    hak_free(p);
+}
+
 TEST(pointer_to_slab_is_arithmetic) {
     void *p = hak_malloc(200);
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
@@ -153,6 +166,7 @@ int main(void) {
     RUN(live_counts_exact_after_random_operations);
     RUN(empty_slabs_are_released_and_reused_before_mapping);
     RUN(empty_superslabs_are_cached_then_trimmed);
+    RUN(large_blocks_grow_by_mremap);
     RUN(pointer_to_slab_is_arithmetic);
     TEST_MAIN_END();
 }
