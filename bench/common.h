@@ -337,16 +337,26 @@ static void print_params(const char *fmt, ...)
 /* print_result(NO_OPS, ...): seconds is the primary figure. */
 #define NO_OPS (-1.0)
 
+/* Minor page faults of the whole process so far (getrusage): a page fault
+ * is the price of memory the allocator gave back and takes again, or never
+ * kept. */
+static inline long minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : -1;
+}
+
 /* The result line, the last line of stdout:
- *   bench=<name> ops_per_sec=<ops/secs> seconds=<secs><fmt...> peak_rss_kb=<kb>
+ *   bench=<name> ops_per_sec=<ops/secs> seconds=<secs><fmt...> minflt=<n> peak_rss_kb=<kb>
  * or, when ops is NO_OPS,
- *   bench=<name> seconds=<secs><fmt...> peak_rss_kb=<kb>
- * fmt (NULL for nothing) adds " key=value" pairs.  The peak RSS is taken
- * before anything is printed. */
+ *   bench=<name> seconds=<secs><fmt...> minflt=<n> peak_rss_kb=<kb>
+ * fmt (NULL for nothing) adds " key=value" pairs.  The peak RSS and the
+ * fault count are taken before anything is printed. */
 __attribute__((unused, format(printf, 3, 4)))
 static void print_result(double ops, double secs, const char *fmt, ...)
 {
     long rss = peak_rss_kb();
+    long flt = minor_faults();
     printf("bench=%s ", bench_name);
     if (ops >= 0)
         printf("ops_per_sec=%.4e ", ops / secs);
@@ -357,7 +367,7 @@ static void print_result(double ops, double secs, const char *fmt, ...)
         vprintf(fmt, ap);
         va_end(ap);
     }
-    printf(" peak_rss_kb=%ld\n", rss);
+    printf(" minflt=%ld peak_rss_kb=%ld\n", flt, rss);
 }
 
 /* ------------------------------------------------------------------ */

@@ -20,10 +20,11 @@ import sys
 
 REF = "glibc"
 PEER = "mimalloc"
-ALLOC_ORDER = ["glibc", "hakmem", "mimalloc", "jemalloc", "tcmalloc"]
+ALLOC_ORDER = ["glibc", "hakmem", "hakmem-before", "mimalloc", "jemalloc", "tcmalloc"]
 COLORS = {
     "glibc": "#7f7f7f",
     "hakmem": "#d62728",
+    "hakmem-before": "#f7a8a8",
     "mimalloc": "#1f77b4",
     "jemalloc": "#2ca02c",
     "tcmalloc": "#ff7f0e",
@@ -32,7 +33,7 @@ COLORS = {
 SUMMARY_FIELDS = [
     "benchmark", "allocator", "runs_ok", "runs", "median", "unit", "better",
     "vs_glibc", "vs_mimalloc", "min", "max", "peak_rss_kb", "syscalls",
-    "mmap", "munmap", "madvise", "mremap", "brk", "rss_after_free_kb", "mode",
+    "mmap", "munmap", "madvise", "mremap", "brk", "minflt", "rss_after_free_kb", "mode",
     "args", "notes",
 ]
 
@@ -155,6 +156,7 @@ def summarize(args):
                 "args": first["args"],
                 "notes": notes_for(b, [parse_extra(r["extra"]) for r in ok]),
                 "rss_after_free_kb": median_extra(ok, "rss_after_free_kb"),
+                "minflt": median_extra(ok, "minflt"),
                 "failures": sorted({r["status"] for r in rs if r["status"] != "ok"}),
             }
         ref = recs.get(REF, {}).get("median")
@@ -186,7 +188,8 @@ def summarize(args):
     lines += [
         "Figure: median over the timed runs.  vs_glibc / vs_mimalloc: speed-up",
         "factor (>1 = better than that allocator, for ops/s and for seconds",
-        "alike).  Peak RSS: median of getrusage/statm peak, MiB.  mmap / munmap /",
+        "alike).  Peak RSS: median of getrusage/statm peak, MiB.  minflt: minor",
+        "page faults of the whole run (getrusage), median.  mmap / munmap /",
         "madvise: calls counted by one extra strace run (quick parameters).",
         "",
     ]
@@ -200,7 +203,7 @@ def summarize(args):
         lines.append("`%s`" % recs[0]["args"])
         lines.append("")
         header = ["allocator", "median", "vs_glibc", "vs_mimalloc", "peak_rss_MiB",
-                  "mmap", "munmap", "madvise", "runs", "notes"]
+                  "minflt", "mmap", "munmap", "madvise", "runs", "notes"]
         table = []
         for r in recs:
             runs = "%d/%d" % (r["runs_ok"], r["runs"])
@@ -208,13 +211,13 @@ def summarize(args):
                 runs += " " + ",".join(r["failures"])
             table.append([
                 r["allocator"], fmt_fig(r["median"], unit), fmt_ratio(r["vs_glibc"]),
-                fmt_ratio(r["vs_mimalloc"]), mib(r["peak_rss_kb"]),
+                fmt_ratio(r["vs_mimalloc"]), mib(r["peak_rss_kb"]), r["minflt"] or "-",
                 r["mmap"] or "-", r["munmap"] or "-", r["madvise"] or "-", runs,
                 r["notes"],
             ])
         if b.startswith("callgrind"):
             header = ["allocator", "Ir_per_pair", "vs_glibc", "vs_mimalloc", "runs"]
-            table = [[t[0], t[1], t[2], t[3], t[8]] for t in table]
+            table = [[t[0], t[1], t[2], t[3], t[9]] for t in table]
         widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
         def row(cells):
             return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"

@@ -7,12 +7,14 @@
 #   BENCH=quick|full     parameter set (default full; quick < 3 min)
 #   THREADS=2            thread counts for the threaded programs, e.g. 4,8,16
 #   REPS=3               timed repetitions per benchmark and allocator (>= 1)
-#   ONLY=a,b             run only these programs (names as in bench/Makefile)
+#   ONLY=a,b             run only these benchmarks (names of the table below,
+#                        or programs of bench/Makefile: all their entries)
 #   ALLOCATORS=a,b       run only these allocators (glibc,hakmem,mimalloc,...)
 #   NO_STRACE=1          skip the strace syscall-count runs
 #   NO_CALLGRIND=1       skip the callgrind instruction counts
 #   NO_CHART=1           skip the PNG chart
 #   HAKMEM_LIB=path      library under test (default build/libhakmem.so)
+#   EXTRA=name=path,...  more libraries to run beside it (e.g. an older build)
 #   LIBDIR=path          where to look for the Debian peers
 #                        (default /usr/lib/<multiarch>)
 #   RESULTS_DIR=path     where results go (default bench/results)
@@ -58,9 +60,11 @@ for t in "${THREAD_LIST[@]}"; do
 done
 
 # ---------------------------------------------------------------------------
-# Benchmark table.  Fields: program | threaded (1/0) | quick args | full args.
-# @T@ is replaced by the thread count.  The strace run always uses the quick
-# arguments (syscall counts are comparable between modes and stay cheap).
+# Benchmark table.  Fields: name | threaded (1/0) | quick args | full args.
+# name is a program of bench/Makefile, or ID:PROGRAM to run a program with
+# other arguments under a name of its own.  @T@ is replaced by the thread
+# count.  The strace run always uses the quick arguments (syscall counts are
+# comparable between modes and stay cheap).
 # ---------------------------------------------------------------------------
 BENCH_DEFS=(
     "random_mixed|0|4000000 8192 42|10000000 8192 42"
@@ -69,11 +73,18 @@ BENCH_DEFS=(
     "cache_thrash|1|@T@ 1000 8 80000|@T@ 1000 8 400000"
     "cache_scratch|1|@T@ 1000 8 80000|@T@ 1000 8 400000"
     "prod_cons|1|@T@ 1000000 16 256 1024 42|@T@ 4000000 16 256 1024 42"
+    "prod_cons_256k:prod_cons|1|@T@ 20000 16 262144 64 42|@T@ 100000 16 262144 64 42"
     "thread_churn|1|@T@ 500 1000 16 512 42|@T@ 2000 2000 16 512 42"
+    "thread_churn_main:thread_churn|1|@T@ 300 2000 16 3072 42 main|@T@ 2000 2000 16 3072 42 main"
+    "mixed_churn|1|@T@ 20 2000 1024 4096 42|@T@ 100 2000 1024 4096 42"
     "burst|0|128 100 42|1024 500 42"
     "realloc_grow|0|1000 100000 262144 42|1000 500000 262144 42"
     "large|0|300 64 32768 4 42|2000 64 32768 4 42"
+    "large_4m:large|0|20000 64 4096 4 42|20000 64 4096 4 42"
+    "big_zero|0|50 5 25 42|300 5 25 42"
 )
+def_name() { local n=${1%%|*}; echo "${n%%:*}"; }   # the entry's name
+def_prog() { local n=${1%%|*}; echo "${n#*:}"; }    # the program it runs
 CG_SIZE=32
 CG_N1=100000
 CG_N2=200000
@@ -86,8 +97,10 @@ in_list() { # in_list WORD COMMA-LIST
 if [[ -n $ONLY ]]; then
     for p in ${ONLY//,/ }; do
         found=0
-        for def in "${BENCH_DEFS[@]}"; do [[ ${def%%|*} == "$p" ]] && found=1; done
-        ((found)) || die "ONLY: unknown program '$p'"
+        for def in "${BENCH_DEFS[@]}"; do
+            [[ $(def_name "$def") == "$p" || $(def_prog "$def") == "$p" ]] && found=1
+        done
+        ((found)) || die "ONLY: unknown benchmark '$p'"
     done
 fi
 
@@ -131,6 +144,17 @@ if [[ -e $HAKMEM_LIB ]]; then
     add_alloc hakmem "$HAKMEM_LIB"
 else
     log "note: $HAKMEM_LIB not found: hakmem is not benchmarked (run make first)"
+fi
+# Other builds beside it, e.g. EXTRA=hakmem-before=/tmp/old/libhakmem.so: a
+# before/after comparison interleaved in one run.
+if [[ -n ${EXTRA:-} ]]; then
+    IFS=, read -r -a extra_list <<< "$EXTRA"
+    for e in "${extra_list[@]}"; do
+        [[ $e == ?*=?* ]] || die "EXTRA: expected NAME=PATH, got '$e'"
+        [[ -e ${e#*=} ]] || die "EXTRA: ${e#*=} not found"
+        ALLOC_NAMES+=("${e%%=*}")
+        ALLOC_LIBS+=("${e#*=}")
+    done
 fi
 if lib=$(find_lib 'libmimalloc.so.2' 'libmimalloc.so*'); then add_alloc mimalloc "$lib"; fi
 if lib=$(find_lib 'libjemalloc.so.2' 'libjemalloc.so*'); then add_alloc jemalloc "$lib"; fi
@@ -188,21 +212,23 @@ B_PROG=()
 B_ARGS=()   # timed arguments
 B_SARGS=()  # strace arguments
 for def in "${BENCH_DEFS[@]}"; do
-    IFS='|' read -r prog threaded qargs fargs <<< "$def"
-    if [[ -n $ONLY ]] && ! in_list "$prog" "$ONLY"; then
+    IFS='|' read -r _ threaded qargs fargs <<< "$def"
+    name=$(def_name "$def")
+    prog=$(def_prog "$def")
+    if [[ -n $ONLY ]] && ! in_list "$name" "$ONLY" && ! in_list "$prog" "$ONLY"; then
         continue
     fi
     args=$fargs
     [[ $BENCH == quick ]] && args=$qargs
     if [[ $threaded == 1 ]]; then
         for t in "${THREAD_LIST[@]}"; do
-            B_ID+=("$prog-t$t")
+            B_ID+=("$name-t$t")
             B_PROG+=("$prog")
             B_ARGS+=("${args//@T@/$t}")
             B_SARGS+=("${qargs//@T@/$t}")
         done
     else
-        B_ID+=("$prog")
+        B_ID+=("$name")
         B_PROG+=("$prog")
         B_ARGS+=("$args")
         B_SARGS+=("$qargs")

@@ -23,9 +23,12 @@ CASES=(
     "tight|32 100000"
     "prod_cons|2 20000 16 256 64 42"
     "thread_churn|2 5 200 16 512 42"
+    "thread_churn|2 5 200 16 3072 42 main"
     "burst|8 10 42"
     "realloc_grow|100 5000 65536 42"
     "large|20 64 4096 4 42"
+    "big_zero|3 1 3 42"
+    "mixed_churn|2 2 500 256 2048 42"
 )
 
 pass=0
