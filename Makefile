@@ -63,7 +63,10 @@ build/tsan/libhakmem.a: $(TSAN_OBJS)
 TEST_CFLAGS := -std=c11 -Wall -Wextra -O1 -g -pthread -Iinclude -Isrc -Itests
 UNIT_TESTS  := test_size_class test_slab test_api test_random test_threads
 TSAN_TESTS  := test_threads test_random
+# Run by tests/run.sh once per mode, each under the configuration the mode needs.
+MODE_TESTS  := test_lifecycle
 TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug) \
+               $(MODE_TESTS:%=build/tests/%) $(MODE_TESTS:%=build/tests/%_debug) \
                build/tests/test_api_preload build/tests/test_misuse build/tests/test_no_keys \
                build/tests/cxx_program
 
@@ -91,7 +94,8 @@ build/tests/cxx_program: tests/cxx_program.cpp
 	@mkdir -p $(@D)
 	g++ -std=c++17 -O2 -Wall -Wextra -o $@ $<
 
-SAN_BINS := $(UNIT_TESTS:%=build/tests/%_asan) $(TSAN_TESTS:%=build/tests/%_tsan)
+SAN_BINS := $(UNIT_TESTS:%=build/tests/%_asan) $(MODE_TESTS:%=build/tests/%_asan) \
+            $(TSAN_TESTS:%=build/tests/%_tsan)
 test: release debug $(TEST_BINS) $(SAN_BINS)
 	@tests/run.sh
 

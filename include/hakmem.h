@@ -31,23 +31,41 @@ size_t hak_usable_size(void *ptr);
 void hak_free_sized(void *ptr, size_t size);
 void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 
-/* Returns empty cached memory to the OS now. Returns 1 if anything was released. */
+/* Returns free memory to the OS now: the calling thread's kept slabs, every EMPTY slab's
+ * pages, cached SuperSlabs and free large memory. Returns 1 if anything was released. */
 int hak_trim(void);
 
 /* Nonzero if ptr is a live-or-free block inside memory hakmem manages (small or large). */
 int hak_owns(const void *ptr);
 
-/* Counters, merged over all threads. Monotonic except the *_now fields. */
+/* Counters, merged over all threads. Monotonic except the *_now fields and the policy. */
+#define HAK_STATS_NCLASS 64
 struct hak_stats {
     size_t os_mmap, os_munmap, os_madvise, os_mremap; /* system calls made */
-    size_t mapped_bytes_now;                   /* SuperSlabs + large mappings */
+    size_t mapped_bytes_now;                   /* SuperSlabs + large-tier mappings */
     size_t superslabs_now, superslabs_cached_now;
-    size_t slabs_active_now;
-    size_t large_now, large_bytes_now;
+    size_t slabs_active_now;                   /* 64 KiB slots in slabs threads own */
+    size_t large_now, large_bytes_now;         /* live large blocks */
     size_t acquire_stage1, acquire_stage2;     /* slab acquisitions served by each stage */
     size_t acquire_stage3_cache, acquire_stage3_mmap;
     size_t slab_release, slab_adopt, slab_abandon;
     size_t remote_free;
+    /* Memory lifecycle: free memory kept resident, and what went back to the OS. */
+    size_t pool_empty_bytes_now;               /* EMPTY slabs in the pool (resident) */
+    size_t pool_purged_bytes;                  /* EMPTY slab pages released (madvise) */
+    size_t superslabs_unmapped;
+    size_t large_free_dirty_now, large_free_clean_now; /* free large bytes: resident / released */
+    size_t large_cache_hits, large_cache_misses;  /* large requests served from free memory or not */
+    size_t large_purged_bytes;
+    size_t large_realloc_in_place, large_realloc_mremap;
+    /* The policy in force (ACE's current choices, or the fixed ones with HAKMEM_ACE=0). */
+    size_t purge_delay_ms, unmap_delay_ms;
+    size_t pool_budget, large_budget;          /* free resident bytes kept regardless of age */
+    size_t ss_cache_max;
+    size_t nclass;                             /* size classes below */
+    size_t class_size[HAK_STATS_NCLASS];       /* block size of each class */
+    size_t soft_cap[HAK_STATS_NCLASS];         /* empty slabs a thread keeps, per class */
+    size_t class_slabs_acquired[HAK_STATS_NCLASS]; /* slabs taken from the pool, per class */
 };
 void hak_stats_get(struct hak_stats *out);
 /* Writes the counters to stderr, one per line. */

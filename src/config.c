@@ -2,12 +2,19 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct hk_config hk_cfg = {
+    .purge_delay_ms = 1000,
+    .unmap_delay_ms = 10000,
     .ss_cache = 16,
-    .ss_hot = 2,
+    .large_cache_mb = 256,
+    .soft_cap = 8,
+    .ace = 1,
+    .bg_thread = 0,
     .stats = 0,
     .abort_on_misuse = 1,
+    .cgroup = "",
 };
 
 /* Parses a non-negative decimal; anything else keeps the default. */
@@ -23,14 +30,25 @@ static void hk_env_uint(const char *name, unsigned *out, unsigned max) {
     *out = (unsigned)v;
 }
 
+static void hk_env_bool(const char *name, int *out) {
+    unsigned v = (unsigned)*out;
+    hk_env_uint(name, &v, 1);
+    *out = (int)v;
+}
+
 void hk_config_load(void) {
-    unsigned v;
+    hk_env_uint("HAKMEM_PURGE_DELAY_MS", &hk_cfg.purge_delay_ms, 3600u * 1000u);
+    hk_env_uint("HAKMEM_UNMAP_DELAY_MS", &hk_cfg.unmap_delay_ms, 3600u * 1000u);
     hk_env_uint("HAKMEM_SS_CACHE", &hk_cfg.ss_cache, 1u << 20);
-    hk_env_uint("HAKMEM_SS_HOT", &hk_cfg.ss_hot, 1u << 20);
-    v = (unsigned)hk_cfg.stats;
-    hk_env_uint("HAKMEM_STATS", &v, 1);
-    hk_cfg.stats = (int)v;
-    v = (unsigned)hk_cfg.abort_on_misuse;
-    hk_env_uint("HAKMEM_ABORT_ON_MISUSE", &v, 1);
-    hk_cfg.abort_on_misuse = (int)v;
+    hk_env_uint("HAKMEM_LARGE_CACHE_MB", &hk_cfg.large_cache_mb, 1u << 24);
+    hk_env_uint("HAKMEM_SOFT_CAP", &hk_cfg.soft_cap, 1024);
+    hk_env_bool("HAKMEM_ACE", &hk_cfg.ace);
+    hk_env_bool("HAKMEM_BG_THREAD", &hk_cfg.bg_thread);
+    hk_env_bool("HAKMEM_STATS", &hk_cfg.stats);
+    hk_env_bool("HAKMEM_ABORT_ON_MISUSE", &hk_cfg.abort_on_misuse);
+    const char *cg = getenv("HAKMEM_CGROUP");
+    if (cg && strlen(cg) < sizeof hk_cfg.cgroup) strcpy(hk_cfg.cgroup, cg);
+    /* Pages are released before mappings: an unmap delay shorter than the purge delay would
+     * leave nothing to release. */
+    if (hk_cfg.unmap_delay_ms < hk_cfg.purge_delay_ms) hk_cfg.unmap_delay_ms = hk_cfg.purge_delay_ms;
 }

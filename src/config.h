@@ -6,10 +6,16 @@
 #include "common.h"
 
 struct hk_config {
-    unsigned ss_cache;     /* HAKMEM_SS_CACHE: empty SuperSlabs kept mapped for reuse */
-    unsigned ss_hot;       /* HAKMEM_SS_HOT: of those, how many keep their pages resident */
-    int stats;             /* HAKMEM_STATS: print counters to stderr at exit */
-    int abort_on_misuse;   /* HAKMEM_ABORT_ON_MISUSE: abort after reporting a bad free */
+    unsigned purge_delay_ms; /* HAKMEM_PURGE_DELAY_MS: idle time before free pages go back */
+    unsigned unmap_delay_ms; /* HAKMEM_UNMAP_DELAY_MS: idle time before free mappings go */
+    unsigned ss_cache;       /* HAKMEM_SS_CACHE: most empty SuperSlabs kept mapped */
+    unsigned large_cache_mb; /* HAKMEM_LARGE_CACHE_MB: most free large memory kept resident */
+    unsigned soft_cap;       /* HAKMEM_SOFT_CAP: most empty 64 KiB slabs a thread keeps per class */
+    int ace;                 /* HAKMEM_ACE: adapt caps, caches and delays to demand */
+    int bg_thread;           /* HAKMEM_BG_THREAD: a thread that purges on time */
+    int stats;               /* HAKMEM_STATS: print counters to stderr at exit */
+    int abort_on_misuse;     /* HAKMEM_ABORT_ON_MISUSE: abort after reporting a bad free */
+    char cgroup[256];        /* HAKMEM_CGROUP: cgroup directory to watch ("" = the process's) */
 };
 
 extern struct hk_config hk_cfg HK_INTERNAL;

@@ -1,10 +1,15 @@
 #include "heap.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 
+#include "clock.h"
+#include "decay.h"
 #include "init.h"
 #include "large.h"
 #include "orphan.h"
+#include "policy.h"
 #include "pool.h"
 #include "report.h"
 #include "stats.h"
@@ -15,12 +20,45 @@ HK_TLS struct hk_heap hk_tls = {
     .own = {[0 ... HK_OWN_TAGS - 1] = HK_TAG_NONE},
 };
 
+#define HK_TICK_MS 10      /* a thread's tick runs at most this often */
+#define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
+
 static inline unsigned hk_tag_index(uintptr_t base) {
     return (unsigned)(base >> HK_SLAB_SHIFT) & (HK_TAGS - 1);
 }
 static inline unsigned hk_own_index(uintptr_t base) {
     return (unsigned)(base >> HK_SLAB_SHIFT) & (HK_OWN_TAGS - 1);
 }
+
+/* --- the thread-exit hook --------------------------------------------------------------------- */
+
+static void hk_heap_teardown(struct hk_heap *h);
+
+static pthread_key_t hk_exit_key;
+static _Atomic int hk_key_state; /* 0 not made, 1 being made, 2 made, 3 none to be had */
+
+static void hk_thread_exit(void *heap) { hk_heap_teardown(heap); }
+
+/* glibc runs key destructors for every thread but the main one, and again if a destructor
+ * leaves a value set: a heap rebuilt by a later destructor's malloc is torn down too. Without
+ * a key (all PTHREAD_KEYS_MAX taken) hakmem still works, but the heaps of exiting threads are
+ * not handed over: their slabs stay with them. */
+static void hk_heap_watch_exit(struct hk_heap *h) {
+    int st = atomic_load_explicit(&hk_key_state, memory_order_acquire);
+    if (st < 2) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&hk_key_state, &expect, 1)) {
+            st = pthread_key_create(&hk_exit_key, hk_thread_exit) == 0 ? 2 : 3;
+            atomic_store_explicit(&hk_key_state, st, memory_order_release);
+        } else {
+            while ((st = atomic_load_explicit(&hk_key_state, memory_order_acquire)) == 1)
+                sched_yield();
+        }
+    }
+    if (st == 2) pthread_setspecific(hk_exit_key, h);
+}
+
+/* --- heap lists ----------------------------------------------------------------------------- */
 
 /* Partial slabs queue up oldest first: a slab that just got its first free block back waits
  * at the tail and gathers more before it is picked, instead of being picked for one block. */
@@ -39,7 +77,8 @@ static void hk_partial_unlink(struct hk_heap *h, struct hk_slab *s) {
     hk_slab_list_unlink(&h->partial[s->cls], s);
 }
 
-/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL) and in own[]. */
+/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL) and, if it is small, in
+ * own[] (mid spans stay out, as they stay out of the tag table). */
 static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list) {
     uintptr_t base = (uintptr_t)hk_slab_base(s);
     if (list == HK_LIST_PARTIAL) {
@@ -48,20 +87,29 @@ static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list)
         s->list = list;
         hk_slab_list_push(&h->full[s->cls], s);
     }
-    h->own[hk_own_index(base)] = base; /* a slab already there falls back to the full path */
+    /* A slab already there falls back to the full path. */
+    if (s->cls < HK_NSMALL) h->own[hk_own_index(base)] = base;
 }
 
-/* Takes an owned, non-current slab off its heap list and out of own[]. */
+/* Takes an owned, non-current slab off its heap list (and out of own[]). */
 static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
     uintptr_t base = (uintptr_t)hk_slab_base(s);
     unsigned c = s->cls;
-    if (s->list == HK_LIST_PARTIAL) hk_partial_unlink(h, s);
-    else if (s->list == HK_LIST_FULL) hk_slab_list_unlink(&h->full[c], s);
+    if (s->list == HK_LIST_PARTIAL) {
+        hk_partial_unlink(h, s);
+    } else if (s->list == HK_LIST_FULL) {
+        hk_slab_list_unlink(&h->full[c], s);
+    } else if (s->list == HK_LIST_RETAINED) {
+        hk_slab_list_unlink(&h->retained[c], s);
+        if (--h->nretained[c] == 0) h->retained_mask &= ~((uint64_t)1 << c);
+    }
     s->list = HK_LIST_NONE;
     if (h->own[hk_own_index(base)] == base) h->own[hk_own_index(base)] = HK_TAG_NONE;
 }
 
-/* Makes s (or nothing) the current slab of class c and keeps the tag table in step. */
+/* Makes s (or nothing) the current slab of class c and keeps the tag table in step. Spans of
+ * mid classes stay out of it: their frees are rare next to the bytes they carry, and the slow
+ * path validates every one of them in full (an interior pointer is reported, not pushed). */
 static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s) {
     struct hk_slab *old = h->cur[c];
     if (old) {
@@ -69,7 +117,7 @@ static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s
         if (h->tag[hk_tag_index(base)] == base) h->tag[hk_tag_index(base)] = HK_TAG_NONE;
     }
     h->cur[c] = s;
-    if (s) {
+    if (s && c < HK_NSMALL) {
         /* A current slab already on this tag loses it: its frees take the slow path. */
         uintptr_t base = (uintptr_t)hk_slab_base(s);
         h->tag[hk_tag_index(base)] = base;
@@ -77,11 +125,14 @@ static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s
     }
 }
 
-/* Blocks carved per refill: about 16 KiB of them, at least 8, so pages are touched roughly as
- * blocks are handed out rather than all at once. */
+/* --- carving -------------------------------------------------------------------------------- */
+
+/* Blocks carved per refill: about 16 KiB of small blocks, at least 8, so pages are touched
+ * roughly as blocks are handed out rather than all at once; mid blocks one at a time. */
 static inline uint32_t hk_carve_batch(uint32_t bsize) {
     uint32_t n = (uint32_t)(16384 / bsize);
-    return n < 8 ? 8 : n;
+    if (n >= 8) return n;
+    return bsize <= HK_SMALL_MAX ? 8 : 1;
 }
 
 static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
@@ -95,10 +146,67 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     s->used = s->carved;
 }
 
-static void hk_heap_release(struct hk_slab *s) {
+/* --- retention and the tick ----------------------------------------------------------------- */
+
+static void hk_heap_release(struct hk_slab *s, uint64_t idle_since) {
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
-    hk_pool_release(s);
+    s->list = HK_LIST_NONE;
+    hk_pool_release(s, idle_since);
 }
+
+/* Gives back kept slabs of class c: those idle since before `older` and those beyond keep. */
+static void hk_heap_unretain(struct hk_heap *h, unsigned c, unsigned keep, uint64_t older) {
+    unsigned i = 0;
+    struct hk_slab *s = h->retained[c];
+    while (s) {
+        struct hk_slab *next = s->next;
+        if (i >= keep || s->idle_since < older) {
+            hk_heap_list_remove(h, s);
+            hk_heap_release(s, s->idle_since);
+        } else {
+            i++;
+        }
+        s = next;
+    }
+}
+
+/* Runs at most every HK_TICK_MS, from the thread's slow paths: kept slabs idle for the purge
+ * delay (or beyond a cap that ACE lowered) go to the pool; then the process-wide tick. */
+static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
+    h->next_tick = now + HK_TICK_MS;
+    uint64_t delay = hk_pol_purge_delay();
+    uint64_t older = now > delay ? now - delay + 1 : 0;
+    for (uint64_t m = h->retained_mask; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
+        hk_heap_unretain(h, c, hk_pol_soft_cap(c), older);
+    }
+    hk_decay_tick(now);
+}
+
+/* Slab s, owned and not current, has just lost its last live block. */
+static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
+    unsigned c = s->cls;
+    uint64_t now = hk_now_ms();
+    hk_heap_list_remove(h, s);
+    if (h->nretained[c] < hk_pol_soft_cap(c)) {
+        s->list = HK_LIST_RETAINED;
+        s->idle_since = now;
+        hk_slab_list_push(&h->retained[c], s);
+        h->nretained[c]++;
+        h->retained_mask |= (uint64_t)1 << c;
+    } else {
+        hk_heap_release(s, now);
+    }
+    if (now >= h->next_tick) hk_heap_tick(h, now);
+}
+
+void hk_heap_trim(void) {
+    struct hk_heap *h = &hk_tls;
+    for (uint64_t m = h->retained_mask; m; m &= m - 1)
+        hk_heap_unretain(h, (unsigned)__builtin_ctzll(m), 0, 0);
+}
+
+/* --- free ----------------------------------------------------------------------------------- */
 
 /* Frees block p of slab s, which the calling thread owns. */
 static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) {
@@ -110,9 +218,14 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
     b[0] = s->free;
     s->free = b;
     if (--s->used == 0) {
-        if (s->list == HK_LIST_CURRENT) return; /* stays, its blocks are reused next */
-        hk_heap_list_remove(h, s);
-        hk_heap_release(s);
+        if (s->list == HK_LIST_CURRENT) {
+            /* A small slab stays current: its blocks are reused next. A mid span is big
+             * (its blocks are all free here: none sits in the cache) and goes like any other
+             * empty slab, to be kept or given to the pool. */
+            if (s->cls < HK_NSMALL) return;
+            hk_heap_set_current(h, s->cls, NULL);
+        }
+        hk_heap_emptied(h, s);
     } else if (s->list == HK_LIST_FULL) {
         hk_slab_list_unlink(&h->full[s->cls], s);
         hk_partial_append(h, s);
@@ -146,12 +259,60 @@ static void hk_heap_drain(struct hk_heap *h) {
     }
 }
 
-/* Makes free[c] non-empty: the current slab's frees, fresh carving, an owned partial slab,
- * an adopted orphan, or a slab from the pool, in that order. */
+void hk_heap_free_slow(void *p, const char *op) {
+    uintptr_t a = (uintptr_t)p;
+    struct hk_heap *h = &hk_tls;
+    if (HK_LIKELY(h->own[hk_own_index(a)] == (a & HK_TAG_MASK))) {
+        /* One of this thread's other small slabs (p is 16-byte aligned in it). */
+        hk_local_free(h, hk_slot_of(a), p);
+        return;
+    }
+    if (HK_LIKELY(hk_is_superslab(a))) {
+        struct hk_slab *s = hk_slab_of(a);
+        unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
+        if (HK_UNLIKELY(c == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
+            /* A block start of a slab that went back to the pool empty: freed already. */
+            int twice = c == HK_CLS_NONE && s->state == HK_SLOT_EMPTY &&
+                        hk_slab_block_index(s, a) >= 0;
+            hk_report(op, p, twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
+            return;
+        }
+        /* Here: another thread's slab, an orphan, or one of ours whose table entry another
+         * slab took (possibly a current one: then p may be the head of our cache). */
+        if (HK_UNLIKELY(p == h->free[c] && h->cur[c] == s)) {
+            hk_report(op, p, "double free");
+            return;
+        }
+        hk_free_dispatch(h, s, p);
+        return;
+    }
+    if (p == NULL) return;
+    int r = hk_large_free(p);
+    if (r > 0) {
+        hk_decay_tick(hk_now_ms());
+        return;
+    }
+    hk_report(op, p, r < 0 ? "double free" : "invalid pointer (not allocated by hakmem)");
+}
+
+/* --- malloc's slow path ---------------------------------------------------------------------- */
+
+/* Makes free[c] non-empty: the current slab's frees, fresh carving, an owned partial slab, a
+ * kept empty one, an adopted orphan, or a slab from the pool, in that order. */
 static int hk_heap_fill(struct hk_heap *h, unsigned c) {
     for (;;) {
         struct hk_slab *s = h->cur[c];
         if (s) {
+            if (s->free && c >= HK_NSMALL) {
+                /* Mid classes take one block at a time: the cache never holds a span's free
+                 * blocks, so a span whose blocks are all free is empty, and goes. */
+                void **b = s->free;
+                s->free = b[0];
+                b[0] = NULL;
+                h->free[c] = b;
+                s->used++;
+                return 1;
+            }
             if (s->free) {
                 h->free[c] = s->free;
                 s->free = NULL;
@@ -165,7 +326,7 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
             hk_heap_set_current(h, c, NULL);
             hk_heap_list_add(h, s, HK_LIST_FULL);
         }
-        if ((s = h->partial[c]) != NULL) {
+        if ((s = h->partial[c]) != NULL || (s = h->retained[c]) != NULL) {
             hk_heap_list_remove(h, s);
         } else if ((s = hk_orphan_adopt(c, h->owner)) == NULL) {
             if ((s = hk_pool_acquire(c)) == NULL) return 0;
@@ -180,7 +341,7 @@ static int hk_heap_init(struct hk_heap *h) {
     if (!hk_init()) return 0;
     h->owner = hk_owner_new();
     if (!h->owner) return 0;
-    hk_init_thread(h);
+    hk_heap_watch_exit(h);
     return 1;
 }
 
@@ -191,6 +352,11 @@ void *hk_heap_refill(unsigned c) {
         return NULL;
     }
     if (atomic_load_explicit(&h->owner->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
+    if (h->tick_countdown-- == 0) {
+        uint64_t now = hk_now_ms();
+        h->tick_countdown = HK_TICK_REFILLS;
+        if (now >= h->next_tick) hk_heap_tick(h, now);
+    }
     if (!h->free[c] && !hk_heap_fill(h, c)) {
         errno = ENOMEM;
         return NULL;
@@ -200,42 +366,18 @@ void *hk_heap_refill(unsigned c) {
 
 void *hk_heap_refill_size(size_t n) { return hk_heap_refill(hk_class_of(n)); }
 
-void hk_heap_free_slow(void *p, const char *op) {
-    uintptr_t a = (uintptr_t)p;
-    struct hk_heap *h = &hk_tls;
-    if (HK_LIKELY(h->own[hk_own_index(a)] == (a & HK_TAG_MASK))) {
-        /* One of this thread's other slabs (p is 16-byte aligned and inside it). */
-        hk_local_free(h, hk_slab_of(a), p);
-        return;
-    }
-    if (HK_LIKELY(hk_is_superslab(a))) {
-        struct hk_slab *s = hk_slab_of(a);
-        if (HK_UNLIKELY(s->cls == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
-            hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
-            return;
-        }
-        /* Here: another thread's slab, an orphan, or one of ours whose table entry another
-         * slab took (possibly a current one: then p may be the head of our cache). */
-        if (HK_UNLIKELY(p == h->free[s->cls] && h->cur[s->cls] == s)) {
-            hk_report(op, p, "double free");
-            return;
-        }
-        hk_free_dispatch(h, s, p);
-        return;
-    }
-    if (p == NULL || hk_large_free(p)) return;
-    hk_report(op, p, "invalid pointer (not allocated by hakmem)");
-}
+/* --- thread exit ---------------------------------------------------------------------------- */
 
 /* Hands an owned slab that is no longer current back to the pool, or orphans it. */
-static void hk_heap_let_go(struct hk_slab *s) {
+static void hk_heap_let_go(struct hk_slab *s, uint64_t now) {
     s->list = HK_LIST_NONE;
-    if (s->used == 0) hk_heap_release(s);
+    if (s->used == 0) hk_heap_release(s, now);
     else hk_orphan_abandon(s);
 }
 
-void hk_heap_teardown(struct hk_heap *h) {
+static void hk_heap_teardown(struct hk_heap *h) {
     if (!h->owner) return;
+    uint64_t now = hk_now_ms();
     hk_heap_drain(h);
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         struct hk_slab *s = h->cur[c];
@@ -254,15 +396,20 @@ void hk_heap_teardown(struct hk_heap *h) {
             }
             h->free[c] = NULL;
             hk_heap_set_current(h, c, NULL);
-            hk_heap_let_go(s);
+            hk_heap_let_go(s, now);
+        }
+        while ((s = h->retained[c]) != NULL) {
+            uint64_t idle = s->idle_since;
+            hk_heap_list_remove(h, s);
+            hk_heap_release(s, idle);
         }
         while ((s = h->partial[c]) != NULL) {
             hk_heap_list_remove(h, s);
-            hk_heap_let_go(s);
+            hk_heap_let_go(s, now);
         }
         while ((s = h->full[c]) != NULL) {
             hk_heap_list_remove(h, s);
-            hk_heap_let_go(s);
+            hk_heap_let_go(s, now);
         }
     }
     /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */

@@ -3,19 +3,24 @@
  * Fast paths (inlined into malloc and free, see malloc.c):
  *   malloc(n): class from the thread's copy of the class table, pop free[c].
  *   free(p):   tag[(p >> 16) % HK_TAGS] == (p & ~0xfff0) means p is 16-byte aligned and lies
- *              in one of this thread's current slabs, of class tag_cls[...]: push p onto free[c].
+ *              in one of this thread's current small slabs, of class tag_cls[...]: push p onto
+ *              free[c].
  * No lock, no atomic, no call, no map lookup and no write to slab metadata on either. The tag
  * table holds only current slabs, so a hit proves ownership. A miss goes to the slow path,
  * which first looks p's slab up in a second table of the thread's other slabs (own[]) and
- * frees it there; anything else (another thread's slab, a large block, a foreign pointer,
- * NULL, or slabs whose table entry another slab took) is validated in full.
+ * frees it there; anything else (another thread's slab, a mid block, a large block, a foreign
+ * pointer, NULL, or slabs whose table entry another slab took) is validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
  * slab->free, i.e. held by users or by this cache. The cache only ever holds blocks of the
  * current slab, so it is bounded by one slab per class, and a slab that is not current has
- * used == its exact live count: it is released to the pool the moment used reaches zero.
- * At thread exit the cache is returned to the slab and every owned slab is released or
- * orphaned (orphan.h). */
+ * used == its exact live count: it is empty the moment used reaches zero.
+ *
+ * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
+ * soft cap for its class, and reused before any other; one more goes to the pool. Kept slabs
+ * go to the pool once idle for the purge delay (checked on the thread's slow paths), on
+ * malloc_trim, and at thread exit, when the cache is returned to its slab and every owned slab
+ * is released or orphaned (orphan.h). */
 #ifndef HK_HEAP_H
 #define HK_HEAP_H
 
@@ -39,6 +44,11 @@ struct hk_heap {
     struct hk_slab *partial[HK_NCLASS];   /* owned slabs with free blocks, oldest first */
     struct hk_slab *partial_tail[HK_NCLASS];
     struct hk_slab *full[HK_NCLASS];      /* owned slabs without */
+    struct hk_slab *retained[HK_NCLASS];  /* owned empty slabs, most recently emptied first */
+    uint16_t nretained[HK_NCLASS];
+    uint64_t retained_mask;               /* classes with retained slabs */
+    uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
+    unsigned tick_countdown;              /* refills until the clock is read again */
     /* Base addresses of owned slabs that are not current, indexed like tag[]: the first check
      * of free's slow path, so a free to any of this thread's slabs skips the chunk map. */
     uintptr_t own[HK_OWN_TAGS];
@@ -53,8 +63,8 @@ void *hk_heap_refill_size(size_t n) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
  * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
 void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;
-/* Thread exit: returns the cache and hands every owned slab back or over. */
-void hk_heap_teardown(struct hk_heap *h) HK_INTERNAL;
+/* Gives the calling thread's kept empty slabs to the pool (malloc_trim). */
+void hk_heap_trim(void) HK_INTERNAL;
 
 /* Pops a block of class c, refilling if needed. */
 static inline void *hk_heap_alloc(unsigned c) {

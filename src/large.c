@@ -4,150 +4,532 @@
 #include <pthread.h>
 
 #include "../include/hakmem.h"
+#include "clock.h"
 #include "os.h"
+#include "policy.h"
 
-struct hk_large {
-    uintptr_t ptr;  /* user pointer; 0 = empty slot */
-    uintptr_t base; /* start of the mapping */
-    size_t len;     /* length of the mapping */
+#define HK_LARGE_MAP_MIN ((size_t)4 << 20) /* smallest mapping asked of the OS */
+#define HK_LARGE_SHRINK_MIN ((size_t)64 << 10) /* a shrink frees the tail from this much */
+
+enum { HK_EXT_LIVE = 1, HK_EXT_FREE };
+enum { HK_AGE_DIRTY = 0, HK_AGE_CLEAN = 1 }; /* age lists: free extents with / without dirt */
+
+/* An extent: a page-aligned range of mapped memory, live (a block) or free. */
+struct hk_ext {
+    uintptr_t addr;
+    size_t len;
+    size_t dirty;                 /* free: bytes that may be resident (an estimate) */
+    uint64_t idle_since;          /* free: since when (0: fresh from the OS) */
+    uint8_t state;                /* HK_EXT_* */
+    uint8_t zero;                 /* free: every byte known to be zero */
+    uint8_t bin;
+    struct hk_ext *snext, *enext; /* hash chains: by start (all), by end (free ones) */
+    struct hk_ext *next, *prev;   /* bin list of a free extent; the spare list */
+    struct hk_ext *anext, *aprev; /* age list of a free extent, oldest first */
 };
 
 static pthread_mutex_t hk_large_mutex = PTHREAD_MUTEX_INITIALIZER;
-static struct hk_large *hk_tab;
-static size_t hk_tab_cap; /* a power of two, or 0 */
-static size_t hk_tab_n, hk_tab_bytes;
 
-static inline size_t hk_hash(uintptr_t p, size_t cap) {
-    return (size_t)(((p >> 12) * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-}
+/* --- extent records ------------------------------------------------------------------------- */
 
-static struct hk_large *hk_tab_find(uintptr_t p) {
-    if (!hk_tab_cap) return NULL;
-    for (size_t i = hk_hash(p, hk_tab_cap);; i = (i + 1) & (hk_tab_cap - 1)) {
-        if (hk_tab[i].ptr == p) return &hk_tab[i];
-        if (hk_tab[i].ptr == 0) return NULL;
+#define HK_EXT_CHUNK ((size_t)64 << 10)
+static struct hk_ext *hk_spare;                  /* free records */
+static size_t hk_nspare;
+
+/* Makes sure n records can be taken without failing. */
+static int hk_ext_reserve(size_t n) {
+    while (hk_nspare < n) {
+        struct hk_ext *chunk = hk_os_map(HK_EXT_CHUNK);
+        if (!chunk) return 0;
+        for (size_t i = 0; i < HK_EXT_CHUNK / sizeof *chunk; i++) {
+            chunk[i].next = hk_spare;
+            hk_spare = &chunk[i];
+            hk_nspare++;
+        }
     }
-}
-
-static void hk_tab_put(struct hk_large *t, size_t cap, struct hk_large e) {
-    size_t i = hk_hash(e.ptr, cap);
-    while (t[i].ptr) i = (i + 1) & (cap - 1);
-    t[i] = e;
-}
-
-/* Keeps the load factor at most 1/2. */
-static int hk_tab_reserve(void) {
-    if ((hk_tab_n + 1) * 2 <= hk_tab_cap) return 1;
-    size_t cap = hk_tab_cap ? hk_tab_cap * 2 : 256;
-    struct hk_large *t = hk_os_map(cap * sizeof *t);
-    if (!t) return 0;
-    for (size_t i = 0; i < hk_tab_cap; i++)
-        if (hk_tab[i].ptr) hk_tab_put(t, cap, hk_tab[i]);
-    if (hk_tab) hk_os_unmap(hk_tab, hk_tab_cap * sizeof *hk_tab);
-    hk_tab = t;
-    hk_tab_cap = cap;
     return 1;
 }
 
-/* Removes entry e, shifting later entries of its probe run back (no tombstones). */
-static void hk_tab_remove(struct hk_large *e) {
-    size_t i = (size_t)(e - hk_tab), mask = hk_tab_cap - 1;
-    for (size_t j = (i + 1) & mask; hk_tab[j].ptr; j = (j + 1) & mask) {
-        size_t home = hk_hash(hk_tab[j].ptr, hk_tab_cap);
-        /* Entry j may move to i if its home is not cyclically within (i, j]. */
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            hk_tab[i] = hk_tab[j];
-            i = j;
-        }
-    }
-    hk_tab[i].ptr = 0;
+static struct hk_ext *hk_ext_take(void) {
+    struct hk_ext *e = hk_spare;
+    HK_ASSERT(e != NULL);
+    hk_spare = e->next;
+    hk_nspare--;
+    *e = (struct hk_ext){0};
+    return e;
 }
 
-void *hk_large_alloc(size_t n, size_t align) {
+static void hk_ext_give(struct hk_ext *e) {
+    e->state = 0;
+    e->next = hk_spare;
+    hk_spare = e;
+    hk_nspare++;
+}
+
+/* --- hash tables by start and by end address ------------------------------------------------- */
+
+struct hk_htab {
+    struct hk_ext **b;
+    size_t cap, n; /* cap: a power of two, or 0 */
+};
+static struct hk_htab hk_by_start, hk_by_end;
+
+static inline size_t hk_hash(uintptr_t a, size_t cap) {
+    return (size_t)(((a >> 12) * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+static inline struct hk_ext **hk_chain(struct hk_ext *e, int by_end) {
+    return by_end ? &e->enext : &e->snext;
+}
+static inline uintptr_t hk_key(const struct hk_ext *e, int by_end) {
+    return by_end ? e->addr + e->len : e->addr;
+}
+
+static struct hk_ext *hk_tab_find(struct hk_htab *t, uintptr_t key, int by_end) {
+    if (!t->cap) return NULL;
+    for (struct hk_ext *e = t->b[hk_hash(key, t->cap)]; e; e = *hk_chain(e, by_end))
+        if (hk_key(e, by_end) == key) return e;
+    return NULL;
+}
+
+/* Keeps at most one extent per bucket on average; 0 when the OS refuses memory. */
+static int hk_tab_reserve(struct hk_htab *t, int by_end) {
+    if (t->n < t->cap) return 1;
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    struct hk_ext **b = hk_os_map(cap * sizeof *b);
+    if (!b) return 0;
+    for (size_t i = 0; i < t->cap; i++) {
+        struct hk_ext *e = t->b[i];
+        while (e) {
+            struct hk_ext *next = *hk_chain(e, by_end);
+            size_t h = hk_hash(hk_key(e, by_end), cap);
+            *hk_chain(e, by_end) = b[h];
+            b[h] = e;
+            e = next;
+        }
+    }
+    if (t->b) hk_os_unmap(t->b, t->cap * sizeof *t->b);
+    t->b = b;
+    t->cap = cap;
+    return 1;
+}
+
+/* n spare records, and tables that are not overfull (a few entries more only lengthen the
+ * chains until the next reserve grows them). */
+static int hk_reserve(size_t n) {
+    return hk_ext_reserve(n) && hk_tab_reserve(&hk_by_start, 0) && hk_tab_reserve(&hk_by_end, 1);
+}
+
+static void hk_tab_insert(struct hk_htab *t, struct hk_ext *e, int by_end) {
+    size_t h = hk_hash(hk_key(e, by_end), t->cap);
+    *hk_chain(e, by_end) = t->b[h];
+    t->b[h] = e;
+    t->n++;
+}
+
+static void hk_tab_remove(struct hk_htab *t, struct hk_ext *e, int by_end) {
+    struct hk_ext **pp = &t->b[hk_hash(hk_key(e, by_end), t->cap)];
+    while (*pp != e) pp = hk_chain(*pp, by_end);
+    *pp = *hk_chain(e, by_end);
+    t->n--;
+}
+
+/* --- free extents: bins by size, age lists -------------------------------------------------- */
+
+/* Four bins per doubling of the page count: bin(len) grows with len. */
+#define HK_NBINS 144
+static inline unsigned hk_bin(size_t len) {
+    size_t pg = len >> 12;
+    if (pg <= 4) return (unsigned)pg - 1;
+    unsigned e = 63u - (unsigned)__builtin_clzl(pg - 1);
+    return 4u * (e - 1u) + (unsigned)(((pg - 1) >> (e - 2u)) & 3u);
+}
+
+static struct hk_ext *hk_bins[HK_NBINS];
+static uint64_t hk_binmap[(HK_NBINS + 63) / 64];
+static struct hk_ext *hk_age_head[2], *hk_age_tail[2];
+static size_t hk_free_total, hk_free_dirty;
+
+/* Counters (under the lock). */
+static size_t hk_live_n, hk_live_bytes, hk_live_peak, hk_mapped_bytes;
+static uint64_t hk_hits, hk_misses, hk_reuse_bytes, hk_refault_bytes, hk_purged_bytes;
+static uint64_t hk_in_place, hk_mremaps;
+
+static inline void hk_live_grew(size_t n) {
+    hk_live_bytes += n;
+    if (hk_live_bytes > hk_live_peak) hk_live_peak = hk_live_bytes;
+}
+
+static inline int hk_age_of(const struct hk_ext *e) {
+    return e->dirty ? HK_AGE_DIRTY : HK_AGE_CLEAN;
+}
+
+static void hk_free_insert(struct hk_ext *e) {
+    unsigned b = hk_bin(e->len);
+    int a = hk_age_of(e);
+    e->state = HK_EXT_FREE;
+    e->bin = (uint8_t)b;
+    hk_tab_insert(&hk_by_start, e, 0);
+    hk_tab_insert(&hk_by_end, e, 1);
+    e->prev = NULL;
+    e->next = hk_bins[b];
+    if (e->next) e->next->prev = e;
+    hk_bins[b] = e;
+    hk_binmap[b / 64] |= (uint64_t)1 << (b % 64);
+    /* Age list, sorted by idle_since (pieces of a split extent keep their older time). */
+    struct hk_ext *after = hk_age_tail[a];
+    while (after && after->idle_since > e->idle_since) after = after->aprev;
+    e->aprev = after;
+    e->anext = after ? after->anext : hk_age_head[a];
+    if (e->anext) e->anext->aprev = e;
+    else hk_age_tail[a] = e;
+    if (after) after->anext = e;
+    else hk_age_head[a] = e;
+    hk_free_total += e->len;
+    hk_free_dirty += e->dirty;
+}
+
+static void hk_free_remove(struct hk_ext *e) {
+    unsigned b = e->bin;
+    int a = hk_age_of(e);
+    hk_tab_remove(&hk_by_start, e, 0);
+    hk_tab_remove(&hk_by_end, e, 1);
+    if (e->prev) e->prev->next = e->next;
+    else hk_bins[b] = e->next;
+    if (e->next) e->next->prev = e->prev;
+    if (!hk_bins[b]) hk_binmap[b / 64] &= ~((uint64_t)1 << (b % 64));
+    if (e->aprev) e->aprev->anext = e->anext;
+    else hk_age_head[a] = e->anext;
+    if (e->anext) e->anext->aprev = e->aprev;
+    else hk_age_tail[a] = e->aprev;
+    e->next = e->prev = e->anext = e->aprev = NULL;
+    hk_free_total -= e->len;
+    hk_free_dirty -= e->dirty;
+}
+
+/* Makes e (in no table; len, dirty, zero and idle_since set) free, merged with its free
+ * neighbours: the dirt adds up, zero holds if it held everywhere, the newest time wins. */
+static void hk_free_merge_insert(struct hk_ext *e) {
+    struct hk_ext *l = hk_tab_find(&hk_by_end, e->addr, 1);
+    if (l && l->state == HK_EXT_FREE) {
+        hk_free_remove(l);
+        e->addr = l->addr;
+        e->len += l->len;
+        e->dirty += l->dirty;
+        e->zero &= l->zero;
+        if (l->idle_since > e->idle_since) e->idle_since = l->idle_since;
+        hk_ext_give(l);
+    }
+    struct hk_ext *r = hk_tab_find(&hk_by_start, e->addr + e->len, 0);
+    if (r && r->state == HK_EXT_FREE) {
+        hk_free_remove(r);
+        e->len += r->len;
+        e->dirty += r->dirty;
+        e->zero &= r->zero;
+        if (r->idle_since > e->idle_since) e->idle_since = r->idle_since;
+        hk_ext_give(r);
+    }
+    hk_free_insert(e);
+}
+
+static inline int hk_fits(const struct hk_ext *e, size_t len, size_t align) {
+    uintptr_t p = hk_align_up(e->addr, align);
+    return p + len <= e->addr + e->len;
+}
+
+/* A free extent that can hold len bytes at alignment align, or NULL. In the bin of len the
+ * first few entries are tried (most recently freed first: warmest); any extent of a higher
+ * bin is long enough, so only alignment can make it fail there. */
+static struct hk_ext *hk_find_fit(size_t len, size_t align) {
+    unsigned b = hk_bin(len);
+    int tries = 16;
+    for (struct hk_ext *e = hk_bins[b]; e && tries--; e = e->next)
+        if (hk_fits(e, len, align)) return e;
+    for (unsigned w = (b + 1) / 64; w < (HK_NBINS + 63) / 64; w++) {
+        uint64_t m = hk_binmap[w];
+        if (w == (b + 1) / 64) m &= ~(uint64_t)0 << ((b + 1) % 64);
+        while (m) {
+            unsigned bb = w * 64 + (unsigned)__builtin_ctzll(m);
+            m &= m - 1;
+            tries = 16;
+            for (struct hk_ext *e = hk_bins[bb]; e && tries--; e = e->next)
+                if (hk_fits(e, len, align)) return e;
+        }
+    }
+    return NULL;
+}
+
+/* A free piece [addr, addr+len) of e, taking up to `*dirty` of e's dirt (front first). */
+static void hk_piece(const struct hk_ext *e, uintptr_t addr, size_t len, size_t *dirty) {
+    struct hk_ext *x = hk_ext_take();
+    x->addr = addr;
+    x->len = len;
+    x->dirty = *dirty < len ? *dirty : len;
+    *dirty -= x->dirty;
+    x->zero = e->zero;
+    x->idle_since = e->idle_since;
+    hk_free_insert(x);
+}
+
+/* Cuts a live block of len bytes at alignment align out of free extent e; the pieces before
+ * and after stay free. Two records must be reserved. */
+static struct hk_ext *hk_carve(struct hk_ext *e, size_t len, size_t align) {
+    uintptr_t p = hk_align_up(e->addr, align);
+    uintptr_t end = e->addr + e->len;
+    size_t dirty = e->dirty;
+    hk_free_remove(e);
+    if (p > e->addr) hk_piece(e, e->addr, p - e->addr, &dirty);
+    dirty -= dirty < len ? dirty : len; /* the block's share */
+    if (p + len < end) hk_piece(e, p + len, end - (p + len), &dirty);
+    e->addr = p;
+    e->len = len;
+    e->dirty = 0;
+    e->state = HK_EXT_LIVE;
+    hk_tab_insert(&hk_by_start, e, 0);
+    hk_live_n++;
+    hk_live_grew(len);
+    return e;
+}
+
+/* A freed block: all of it may hold data. */
+static void hk_free_block(struct hk_ext *e, uint64_t now) {
+    e->dirty = e->len;
+    e->zero = 0;
+    e->idle_since = now;
+    hk_free_merge_insert(e);
+}
+
+/* --- the API -------------------------------------------------------------------------------- */
+
+/* Dirty bytes kept regardless of age: the policy's budget, or with ACE twice the peak of live
+ * bytes in this window (what the program has just shown it uses, and room for the pieces it
+ * is split into), up to the cap. */
+static size_t hk_large_budget(void) {
+    size_t budget = atomic_load_explicit(&hk_pol.large_budget, memory_order_relaxed);
+    if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
+    size_t cap = atomic_load_explicit(&hk_pol.large_cap, memory_order_relaxed);
+    size_t peak = 1 * hk_live_peak < cap ? 1 * hk_live_peak : cap;
+    return budget > peak ? budget : peak;
+}
+
+static int hk_large_over(void) { return hk_free_dirty > hk_large_budget(); }
+
+void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
     if (align < HK_PAGE_SIZE) align = HK_PAGE_SIZE;
-    if (n == 0) n = 1; /* memalign(big, 0) still gets a distinct, non-empty block */
-    size_t len = hk_align_up(n, HK_PAGE_SIZE);
-    if (len < n || len + (align - HK_PAGE_SIZE) < len) {
+    size_t len = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
+    if (len < n || len > PTRDIFF_MAX || len + align < len) {
         errno = ENOMEM;
         return NULL;
     }
-    len += align - HK_PAGE_SIZE; /* slack to place the block on its alignment */
-    char *base = hk_os_map(len);
-    if (!base) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    uintptr_t p = hk_align_up((uintptr_t)base, align);
+    uint64_t now = hk_now_ms();
     pthread_mutex_lock(&hk_large_mutex);
-    if (!hk_tab_reserve()) {
+    if (!hk_reserve(3)) goto oom;
+    struct hk_ext *e = hk_find_fit(len, align);
+    if (e) {
+        hk_hits++;
+        hk_reuse_bytes += len;
+        /* Released not long ago and wanted again: ACE lengthens the delay. */
+        if (e->dirty < len && e->idle_since && now - e->idle_since < 2 * hk_pol_purge_delay())
+            hk_refault_bytes += len - e->dirty;
+    } else {
+        /* Nothing free fits: map more, without the lock, and merge it with its free
+         * neighbours (the kernel often places a new mapping right below the previous one). */
+        hk_misses++;
         pthread_mutex_unlock(&hk_large_mutex);
-        hk_os_unmap(base, len);
-        errno = ENOMEM;
-        return NULL;
+        size_t map = len + (align > HK_PAGE_SIZE ? align : 0);
+        if (map < len) map = len;
+        if (map < HK_LARGE_MAP_MIN) map = HK_LARGE_MAP_MIN;
+        void *m = hk_os_map(map);
+        pthread_mutex_lock(&hk_large_mutex);
+        if (!m) goto oom;
+        if (!hk_reserve(3)) {
+            pthread_mutex_unlock(&hk_large_mutex);
+            hk_os_unmap(m, map);
+            errno = ENOMEM;
+            return NULL;
+        }
+        hk_mapped_bytes += map;
+        e = hk_ext_take();
+        e->addr = (uintptr_t)m;
+        e->len = map;
+        e->zero = 1;
+        hk_free_merge_insert(e);
+        if (!hk_fits(e, len, align)) e = hk_find_fit(len, align);
+        HK_ASSERT(e != NULL);
     }
-    hk_tab_put(hk_tab, hk_tab_cap, (struct hk_large){p, (uintptr_t)base, len});
-    hk_tab_n++;
-    hk_tab_bytes += len;
+    *zeroed = e->zero;
+    e = hk_carve(e, len, align);
     pthread_mutex_unlock(&hk_large_mutex);
-    return (void *)p;
+    return (void *)e->addr;
+oom:
+    pthread_mutex_unlock(&hk_large_mutex);
+    errno = ENOMEM;
+    return NULL;
 }
 
 int hk_large_free(void *p) {
+    uint64_t now = hk_now_ms();
     pthread_mutex_lock(&hk_large_mutex);
-    struct hk_large *e = hk_tab_find((uintptr_t)p);
-    if (!e) {
+    struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
+    if (!e || e->state != HK_EXT_LIVE) {
         pthread_mutex_unlock(&hk_large_mutex);
-        return 0;
+        return e ? -1 : 0;
     }
-    struct hk_large copy = *e;
-    hk_tab_remove(e);
-    hk_tab_n--;
-    hk_tab_bytes -= copy.len;
+    hk_tab_remove(&hk_by_start, e, 0);
+    hk_live_n--;
+    hk_live_bytes -= e->len;
+    hk_free_block(e, now);
+    int over = hk_large_over();
     pthread_mutex_unlock(&hk_large_mutex);
-    hk_os_unmap((void *)copy.base, copy.len);
+    if (over) hk_large_decay(now, 0);
     return 1;
 }
 
 size_t hk_large_usable(const void *p) {
     pthread_mutex_lock(&hk_large_mutex);
-    struct hk_large *e = hk_tab_find((uintptr_t)p);
-    size_t n = e ? e->base + e->len - e->ptr : 0;
+    struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
+    size_t n = e && e->state == HK_EXT_LIVE ? e->len : 0;
     pthread_mutex_unlock(&hk_large_mutex);
     return n;
 }
 
 void *hk_large_realloc(void *p, size_t n) {
-    size_t len = hk_align_up(n, HK_PAGE_SIZE);
-    if (len < n) return NULL;
+    size_t len = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
+    if (len < n || len > PTRDIFF_MAX) return NULL;
+    uint64_t now = hk_now_ms();
     pthread_mutex_lock(&hk_large_mutex);
-    struct hk_large *e = hk_tab_find((uintptr_t)p);
-    if (!e || e->ptr != e->base) {
-        /* Over-aligned blocks keep their alignment by the caller's copy path. */
+    struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
+    if (!e || e->state != HK_EXT_LIVE || !hk_reserve(2)) {
         pthread_mutex_unlock(&hk_large_mutex);
         return NULL;
     }
-    if (len == e->len) {
+    if (len <= e->len) {
+        /* Shrink in place; a tail worth having becomes free memory. */
+        if (e->len - len >= HK_LARGE_SHRINK_MIN) {
+            struct hk_ext *t = hk_ext_take();
+            t->addr = e->addr + len;
+            t->len = e->len - len;
+            hk_live_bytes -= t->len;
+            e->len = len;
+            hk_free_block(t, now);
+        }
+        hk_in_place++;
         pthread_mutex_unlock(&hk_large_mutex);
         return p;
     }
-    /* The mapping is remapped under the lock so no other thread can look it up half-moved. */
-    void *q = hk_os_remap((void *)e->base, e->len, len);
-    if (!q) {
+    struct hk_ext *r = hk_tab_find(&hk_by_start, e->addr + e->len, 0);
+    if (r && r->state == HK_EXT_FREE && e->len + r->len >= len) {
+        /* Grow in place into the free neighbour, from its front. */
+        size_t need = len - e->len;
+        hk_free_remove(r);
+        if (r->len > need) {
+            r->addr += need;
+            r->len -= need;
+            r->dirty -= r->dirty < need ? r->dirty : need;
+            hk_free_insert(r);
+        } else {
+            hk_ext_give(r);
+        }
+        e->len = len;
+        hk_live_grew(need);
+        hk_in_place++;
         pthread_mutex_unlock(&hk_large_mutex);
-        return NULL;
+        return p;
     }
-    hk_tab_bytes = hk_tab_bytes - e->len + len;
-    hk_tab_remove(e);
-    hk_tab_put(hk_tab, hk_tab_cap, (struct hk_large){(uintptr_t)q, (uintptr_t)q, len});
+    size_t old = e->len;
+    pthread_mutex_unlock(&hk_large_mutex);
+    /* Move the pages: the block is the caller's, nobody else reaches this record meanwhile. */
+    void *q = hk_os_remap(p, old, len);
+    if (!q) return NULL;
+    pthread_mutex_lock(&hk_large_mutex);
+    hk_tab_remove(&hk_by_start, e, 0);
+    e->addr = (uintptr_t)q;
+    e->len = len;
+    hk_tab_insert(&hk_by_start, e, 0);
+    hk_live_grew(len - old);
+    hk_mapped_bytes += len - old;
+    hk_mremaps++;
     pthread_mutex_unlock(&hk_large_mutex);
     return q;
 }
 
+#define HK_DECAY_BATCH 32
+
+size_t hk_large_decay(uint64_t now, int force) {
+    size_t released = 0;
+    for (;;) {
+        struct hk_ext *purge[HK_DECAY_BATCH], *unmap[HK_DECAY_BATCH];
+        unsigned np = 0, nu = 0;
+        pthread_mutex_lock(&hk_large_mutex);
+        uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
+        size_t budget = hk_large_budget();
+        struct hk_ext *e;
+        /* Taken out of every table while their pages go: nothing merges with them or
+         * allocates from them meanwhile. */
+        while ((e = hk_age_head[HK_AGE_CLEAN]) != NULL && nu < HK_DECAY_BATCH &&
+               (force || now - e->idle_since >= udelay)) {
+            hk_free_remove(e);
+            unmap[nu++] = e;
+        }
+        while ((e = hk_age_head[HK_AGE_DIRTY]) != NULL && np < HK_DECAY_BATCH &&
+               (force || now - e->idle_since >= delay || hk_free_dirty > budget)) {
+            hk_free_remove(e);
+            purge[np++] = e;
+        }
+        pthread_mutex_unlock(&hk_large_mutex);
+        if (np == 0 && nu == 0) break;
+        for (unsigned i = 0; i < nu; i++) {
+            hk_os_unmap((void *)unmap[i]->addr, unmap[i]->len);
+            released += unmap[i]->len;
+        }
+        for (unsigned i = 0; i < np; i++) {
+            hk_os_release((void *)purge[i]->addr, purge[i]->len);
+            released += purge[i]->dirty;
+        }
+        pthread_mutex_lock(&hk_large_mutex);
+        for (unsigned i = 0; i < nu; i++) {
+            hk_mapped_bytes -= unmap[i]->len;
+            hk_ext_give(unmap[i]);
+        }
+        for (unsigned i = 0; i < np; i++) {
+            e = purge[i];
+            hk_purged_bytes += e->dirty;
+            e->dirty = 0;
+            e->zero = 1;
+            e->idle_since = now; /* when its pages went: refault detection, unmap delay */
+            hk_free_merge_insert(e);
+        }
+        pthread_mutex_unlock(&hk_large_mutex);
+        /* With force, what was just released is unmapped on the next round. */
+        if (np < HK_DECAY_BATCH && nu < HK_DECAY_BATCH && !(force && np)) break;
+    }
+    return released;
+}
+
+/* --- reports -------------------------------------------------------------------------------- */
+
+void hk_large_demand(struct hk_large_demand *out) {
+    pthread_mutex_lock(&hk_large_mutex);
+    out->reuse_bytes = hk_reuse_bytes;
+    out->refault_bytes = hk_refault_bytes;
+    out->live_bytes = hk_live_bytes;
+    out->dirty_bytes = hk_free_dirty;
+    out->peak_live_bytes = hk_live_peak;
+    hk_live_peak = hk_live_bytes;
+    pthread_mutex_unlock(&hk_large_mutex);
+}
+
 void hk_large_stats(struct hak_stats *out) {
     pthread_mutex_lock(&hk_large_mutex);
-    out->large_now = hk_tab_n;
-    out->large_bytes_now = hk_tab_bytes;
-    out->mapped_bytes_now += hk_tab_bytes;
+    out->large_now = hk_live_n;
+    out->large_bytes_now = hk_live_bytes;
+    out->large_free_dirty_now = hk_free_dirty;
+    out->large_free_clean_now = hk_free_total - hk_free_dirty;
+    out->large_cache_hits = hk_hits;
+    out->large_cache_misses = hk_misses;
+    out->large_purged_bytes = hk_purged_bytes;
+    out->large_realloc_in_place = hk_in_place;
+    out->large_realloc_mremap = hk_mremaps;
+    out->mapped_bytes_now += hk_mapped_bytes;
     pthread_mutex_unlock(&hk_large_mutex);
 }
 

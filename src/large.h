@@ -1,23 +1,51 @@
-/* The large tier: requests above the small classes, each in a mapping of its own.
+/* The large tier: requests above the mid tier (1 MiB), and blocks aligned beyond a slot.
  *
- * A table of live large blocks (open addressing, keyed by the user pointer) records each
- * mapping, so free() and realloc() find it without a header and a pointer that is not in the
- * table is known to be foreign. Blocks are page aligned (or aligned as asked), and realloc
- * moves them with mremap rather than by copying. One mutex guards the table. */
+ * It is a page heap. Memory comes from the OS in mappings of at least 4 MiB and is handed
+ * out in page-granular extents; a freed extent stays mapped, merges with its free neighbours
+ * and serves later requests of any size that fits, split as needed (from its start: the part
+ * most recently used, whose pages are resident). So a program that frees and allocates big
+ * blocks in a loop makes no system call and takes no page fault once warm. Each free extent
+ * knows
+ *   - whether it is all zero (fresh from the OS, or released): exact, so calloc clears only
+ *     blocks that may hold old data;
+ *   - how many of its bytes may be resident ("dirty"): an estimate kept by conservation
+ *     (a freed block adds its length, a split divides the count, front first), used for the
+ *     budget.
+ * Dirty extents idle for the purge delay, or the oldest while the dirty bytes exceed the
+ * policy's large budget, have their pages released (madvise); an extent with none left, idle
+ * for the unmap delay, is unmapped. Live blocks are found by address in a hash table, so
+ * free() and realloc() need no header and a pointer that is not a live block's start is
+ * recognised. realloc grows in place into a free neighbour, shrinks in place, and otherwise
+ * moves the pages with mremap, copying nothing. One mutex guards the tier; system calls run
+ * outside it. */
 #ifndef HK_LARGE_H
 #define HK_LARGE_H
 
 #include "common.h"
 
-/* A block of at least n bytes aligned to align (a power of two); fresh pages, already zero.
- * NULL with errno ENOMEM on failure. */
-void *hk_large_alloc(size_t n, size_t align) HK_INTERNAL;
-/* Frees p if it is a large block; returns 0 if it is not. */
+/* A block of at least n bytes aligned to align (a power of two), or NULL with errno ENOMEM.
+ * *zeroed tells whether its bytes are known to be zero. */
+void *hk_large_alloc(size_t n, size_t align, int *zeroed) HK_INTERNAL;
+/* Frees p: 1 if it was a live large block, 0 if it is no large block at all, -1 if it is the
+ * start of a free extent (a double free). */
 int hk_large_free(void *p) HK_INTERNAL;
 /* Usable size of large block p, or 0 if p is not one. */
 size_t hk_large_usable(const void *p) HK_INTERNAL;
-/* Resizes large block p to n > HK_SMALL_MAX bytes; NULL (p intact) on failure. */
+/* Resizes large block p to n bytes in place or by mremap; NULL (p intact) if it cannot. */
 void *hk_large_realloc(void *p, size_t n) HK_INTERNAL;
+/* Releases what is due at time now (see above); with force, every free extent's pages and
+ * mappings. Returns the bytes given back to the OS. */
+size_t hk_large_decay(uint64_t now, int force) HK_INTERNAL;
+
+/* What ACE measures: cumulative counts, current sizes, and the peak of live bytes since the
+ * last call (which starts the next peak). */
+struct hk_large_demand {
+    uint64_t reuse_bytes;   /* bytes served from free extents */
+    uint64_t refault_bytes; /* of those, from extents released not long before */
+    size_t live_bytes, dirty_bytes;
+    size_t peak_live_bytes; /* highest live bytes since the last call */
+};
+void hk_large_demand(struct hk_large_demand *out) HK_INTERNAL;
 
 struct hak_stats;
 void hk_large_stats(struct hak_stats *out) HK_INTERNAL;

@@ -2,7 +2,8 @@
  * names as aliases unless built with HK_NO_OVERRIDE (the sanitizer build of the tests).
  *
  * malloc's and free's fast paths are here, written out so that a hit costs no call (heap.h
- * describes them). Everything else goes to heap.c (slow small paths) or large.c. */
+ * describes them). Requests up to HK_MID_MAX go to the thread heap (small and mid classes),
+ * larger ones to the large tier (large.c); everything else is in heap.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
@@ -10,6 +11,8 @@
 #include <string.h>
 
 #include "../include/hakmem.h"
+#include "clock.h"
+#include "decay.h"
 #include "heap.h"
 #include "large.h"
 #include "pool.h"
@@ -18,13 +21,22 @@
 /* glibc refuses requests above PTRDIFF_MAX so that pointer differences stay defined. */
 #define HK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
-static HK_NOINLINE void *hk_malloc_big(size_t n) {
-    if (n <= HK_SMALL_MAX) return hk_heap_alloc(hk_class_of_mid(n));
+static void *hk_large_block(size_t n, size_t align, int clear) {
     if (n > HK_MAX_REQUEST) {
         errno = ENOMEM;
         return NULL;
     }
-    return hk_large_alloc(n, HK_PAGE_SIZE);
+    int zeroed;
+    void *p = hk_large_alloc(n, align, &zeroed);
+    if (p && clear && !zeroed) memset(p, 0, n);
+    /* A program of big blocks only may never refill a thread cache: let it tick here. */
+    hk_decay_tick(hk_now_ms());
+    return p;
+}
+
+static HK_NOINLINE void *hk_malloc_big(size_t n) {
+    if (n <= HK_MID_MAX) return hk_heap_alloc(hk_class_of_log(n));
+    return hk_large_block(n, HK_PAGE_SIZE, 0);
 }
 
 HK_EXPORT void *hak_malloc(size_t n) {
@@ -75,7 +87,9 @@ static size_t hk_usable(void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
     if (hk_is_superslab(a)) {
         struct hk_slab *s = hk_slab_of(a);
-        if (HK_LIKELY(s->cls != HK_CLS_NONE && hk_slab_block_index(s, a) >= 0)) return s->bsize;
+        if (HK_LIKELY(__atomic_load_n(&s->cls, __ATOMIC_ACQUIRE) != HK_CLS_NONE &&
+                      hk_slab_block_index(s, a) >= 0))
+            return s->bsize;
     } else {
         size_t n = hk_large_usable(p);
         if (n) return n;
@@ -98,16 +112,19 @@ HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
         errno = ENOMEM;
         return NULL;
     }
-    if (n > HK_SMALL_MAX) {
-        if (n > HK_MAX_REQUEST) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        return hk_large_alloc(n, HK_PAGE_SIZE); /* fresh pages are already zero */
-    }
+    if (n > HK_MID_MAX) return hk_large_block(n, HK_PAGE_SIZE, 1); /* clears what may be dirty */
     void *p = hak_malloc(n);
     if (p) memset(p, 0, n);
     return p;
+}
+
+/* realloc by moving: a new block, the common bytes copied, the old block freed. */
+static void *hk_realloc_move(void *p, size_t have, size_t n) {
+    void *q = hak_malloc(n);
+    if (!q) return NULL;
+    memcpy(q, p, n < have ? n : have);
+    hk_free_inline(p);
+    return q;
 }
 
 HK_EXPORT void *hak_realloc(void *p, size_t n) {
@@ -122,17 +139,18 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
         errno = ENOMEM;
         return NULL;
     }
-    if (have > HK_SMALL_MAX && n > HK_SMALL_MAX) {
+    if (hk_is_superslab((uintptr_t)p)) {
+        /* Small and mid blocks stay where they are while the new size still fits and does not
+         * waste more than half of the block. */
+        if (n <= have && (have <= 128 || n > have / 2)) return p;
+        return hk_realloc_move(p, have, n);
+    }
+    if (n > HK_MID_MAX) {
+        /* Large to large: in place, or the pages move with mremap; copying is the last resort. */
         void *q = hk_large_realloc(p, n);
         if (q) return q;
-    } else if (n <= have && (have <= 128 || n > have / 2)) {
-        return p; /* still fits its block without wasting more than half of it */
     }
-    void *q = hak_malloc(n);
-    if (!q) return NULL;
-    memcpy(q, p, n < have ? n : have);
-    hk_free_inline(p);
-    return q;
+    return hk_realloc_move(p, have, n);
 }
 
 HK_EXPORT void *hak_reallocarray(void *p, size_t nmemb, size_t size) {
@@ -144,9 +162,10 @@ HK_EXPORT void *hak_reallocarray(void *p, size_t nmemb, size_t size) {
     return hak_realloc(p, n);
 }
 
-/* A block of n bytes aligned to align (a power of two). Small requests use the first class
- * whose size is a multiple of align: slabs start on 64 KiB boundaries, so all its blocks are
- * aligned. */
+/* A block of n bytes aligned to align (a power of two). Up to a slot's alignment, the first
+ * class whose size is a multiple of align: slabs and spans start on 64 KiB boundaries, so all
+ * its blocks are aligned. Beyond that, the large tier carves a page-granular block at that
+ * alignment: memalign(2 MiB, 100) gets one page, not 2 MiB. */
 static void *hk_alloc_aligned(size_t align, size_t n) {
     if (align <= 16) return hak_malloc(n);
     if (n > HK_MAX_REQUEST) {
@@ -154,11 +173,11 @@ static void *hk_alloc_aligned(size_t align, size_t n) {
         return NULL;
     }
     size_t need = n < align ? align : n;
-    if (need <= HK_SMALL_MAX) {
+    if (align <= HK_SLAB_SIZE && need <= HK_MID_MAX) {
         for (unsigned c = hk_class_of(need); c < HK_NCLASS; c++)
             if ((hk_class_size[c] & (align - 1)) == 0) return hk_heap_alloc(c);
     }
-    return hk_large_alloc(n, align);
+    return hk_large_block(n, align, 0);
 }
 
 HK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t n) {
@@ -206,7 +225,13 @@ HK_EXPORT void *hak_pvalloc(size_t n) {
     return hk_alloc_aligned(HK_PAGE_SIZE, r);
 }
 
-HK_EXPORT int hak_trim(void) { return hk_pool_trim() != 0; }
+HK_EXPORT int hak_trim(void) {
+    uint64_t now = hk_now_ms();
+    hk_heap_trim();
+    size_t released = hk_pool_decay(now, 1);
+    released += hk_large_decay(now, 1);
+    return released != 0;
+}
 
 #ifndef HK_NO_OVERRIDE
 /* The standard names. */

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "clock.h"
 #include "pool.h"
 #include "report.h"
 #include "stats.h"
@@ -73,7 +74,7 @@ int hk_orphan_free(struct hk_slab *s, void *p) {
         if (s->list == HK_LIST_ORPHAN_FULL) hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         else hk_orphan_partial_unlink(s);
         pthread_mutex_unlock(&hk_orphan_mutex);
-        hk_pool_release(s);
+        hk_pool_release(s, hk_now_ms());
         return 1;
     }
     if (s->list == HK_LIST_ORPHAN_FULL) {

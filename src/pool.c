@@ -3,19 +3,26 @@
 #include <pthread.h>
 
 #include "../include/hakmem.h"
-#include "config.h"
+#include "clock.h"
 #include "os.h"
+#include "policy.h"
 #include "stats.h"
 
 enum { HK_SSL_NONE = 0, HK_SSL_PARTIAL, HK_SSL_CACHE };
 
 static pthread_mutex_t hk_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
-static struct hk_slab *hk_empty[HK_NCLASS];   /* stage 1: EMPTY slots by last class */
-static struct hk_superslab *hk_partial;      /* SuperSlabs with ACTIVE and non-ACTIVE slots */
-static struct hk_superslab *hk_cache_head, *hk_cache_tail; /* fully empty, most recent first */
-static size_t hk_ncache, hk_nss, hk_nactive_slabs;
+/* EMPTY slabs by the class they served, newest first; [HK_CLS_NONE] holds the single slots
+ * left over when part of an EMPTY span was taken by stage 2. */
+static struct hk_slab *hk_empty[HK_NCLASS + 1];
+static struct hk_slab *hk_age_head, *hk_age_tail; /* every EMPTY slab, oldest first */
+static struct hk_superslab *hk_partial;           /* SuperSlabs with ACTIVE and free slots */
+static struct hk_superslab *hk_cache_head, *hk_cache_tail; /* no ACTIVE slot, newest first */
+static size_t hk_ncache, hk_nss, hk_nactive_slots, hk_empty_bytes;
+static uint64_t hk_acquired[HK_NCLASS], hk_released[HK_NCLASS];
+static uint64_t hk_reuse_bytes, hk_refault_bytes, hk_purged_bytes;
+static uint64_t hk_reuse_mark; /* hk_reuse_bytes when ACE last looked: a window's start */
 
-/* --- intrusive doubly linked lists ------------------------------------------------------ */
+/* --- intrusive lists --------------------------------------------------------------------- */
 
 static void hk_ss_push(struct hk_superslab **head, struct hk_superslab *ss) {
     ss->prev = NULL;
@@ -31,8 +38,6 @@ static void hk_ss_unlink(struct hk_superslab **head, struct hk_superslab *ss) {
     ss->next = ss->prev = NULL;
 }
 
-/* --- the cache of empty SuperSlabs ------------------------------------------------------ */
-
 static void hk_cache_remove(struct hk_superslab *ss) {
     if (ss == hk_cache_tail) hk_cache_tail = ss->prev;
     hk_ss_unlink(&hk_cache_head, ss);
@@ -40,139 +45,329 @@ static void hk_cache_remove(struct hk_superslab *ss) {
     hk_ncache--;
 }
 
-static void hk_cache_insert(struct hk_superslab *ss) {
-    hk_ss_push(&hk_cache_head, ss);
-    if (!hk_cache_tail) hk_cache_tail = ss;
-    ss->in_list = HK_SSL_CACHE;
-    hk_ncache++;
-    /* The hot window keeps its pages; the SuperSlab that just left it gives them back. */
-    if (hk_ncache > hk_cfg.ss_hot) {
-        struct hk_superslab *c = hk_cache_head;
-        for (unsigned i = 0; i < hk_cfg.ss_hot && c; i++) c = c->next;
-        if (c && !c->cold) {
-            /* Keep slab 0 (the header) resident; release the block slabs. */
-            hk_os_release((char *)c + HK_SLAB_SIZE, HK_SS_SIZE - HK_SLAB_SIZE);
-            c->cold = 1;
-        }
-    }
-    while (hk_ncache > hk_cfg.ss_cache) {
-        struct hk_superslab *old = hk_cache_tail;
-        hk_cache_remove(old);
-        hk_nss--;
-        hk_ss_unmap(old);
+/* Puts ss on the list its slots call for: cache (no ACTIVE slot), partial (some free), none. */
+static void hk_ss_relist(struct hk_superslab *ss, uint64_t now) {
+    uint8_t want = ss->nactive == 0 ? HK_SSL_CACHE : ss->avail ? HK_SSL_PARTIAL : HK_SSL_NONE;
+    if (want == ss->in_list) return;
+    if (ss->in_list == HK_SSL_PARTIAL) hk_ss_unlink(&hk_partial, ss);
+    else if (ss->in_list == HK_SSL_CACHE) hk_cache_remove(ss);
+    ss->in_list = want;
+    if (want == HK_SSL_PARTIAL) {
+        hk_ss_push(&hk_partial, ss);
+    } else if (want == HK_SSL_CACHE) {
+        hk_ss_push(&hk_cache_head, ss);
+        if (!hk_cache_tail) hk_cache_tail = ss;
+        ss->idle_since = now;
+        hk_ncache++;
     }
 }
 
-/* --- acquire and release ---------------------------------------------------------------- */
+/* Marks the k slots from index i as belonging to the slab headed by slot head, in state st. */
+static void hk_mark(struct hk_superslab *ss, unsigned i, unsigned k, uint8_t st, unsigned head) {
+    for (unsigned j = i; j < i + k; j++) {
+        ss->slabs[j].state = st;
+        __atomic_store_n(&ss->slabs[j].head, (uint8_t)(head == HK_SLABS ? j : head),
+                         __ATOMIC_RELAXED);
+    }
+}
 
-static struct hk_slab *hk_activate(struct hk_superslab *ss, struct hk_slab *s, unsigned c) {
-    s->state = HK_SLOT_ACTIVE;
+static inline uint32_t hk_run_mask(unsigned i, unsigned k) {
+    return (uint32_t)((((uint64_t)1 << k) - 1) << i);
+}
+
+/* --- EMPTY slabs: per-class lists and the age list ---------------------------------------- */
+
+static void hk_empty_insert(struct hk_slab *s, uint64_t idle_since) {
+    s->idle_since = idle_since;
+    s->list = HK_LIST_POOL_EMPTY;
+    hk_slab_list_push(&hk_empty[s->last_cls], s);
+    /* The age list stays sorted: slabs a thread kept for a while come back with an older
+     * time than the newest ones already here, so walk back from the tail. */
+    struct hk_slab *after = hk_age_tail;
+    while (after && after->idle_since > idle_since) after = after->aprev;
+    s->aprev = after;
+    s->anext = after ? after->anext : hk_age_head;
+    if (s->anext) s->anext->aprev = s;
+    else hk_age_tail = s;
+    if (after) after->anext = s;
+    else hk_age_head = s;
+    hk_empty_bytes += hk_slab_bytes(s);
+}
+
+static void hk_empty_remove(struct hk_slab *s) {
+    hk_slab_list_unlink(&hk_empty[s->last_cls], s);
+    if (s->aprev) s->aprev->anext = s->anext;
+    else hk_age_head = s->anext;
+    if (s->anext) s->anext->aprev = s->aprev;
+    else hk_age_tail = s->aprev;
+    s->anext = s->aprev = NULL;
     s->list = HK_LIST_NONE;
-    ss->nactive++;
-    hk_nactive_slabs++;
-    if (ss->nactive == HK_SLABS - 1 && ss->in_list == HK_SSL_PARTIAL) {
-        hk_ss_unlink(&hk_partial, ss);
-        ss->in_list = HK_SSL_NONE;
-    }
-    hk_slab_format(s, c);
-    return s;
+    hk_empty_bytes -= hk_slab_bytes(s);
 }
 
-/* First non-ACTIVE slot of ss; the caller knows there is one. */
-static struct hk_slab *hk_free_slot(struct hk_superslab *ss) {
-    for (unsigned i = 1; i < HK_SLABS; i++) {
-        struct hk_slab *s = &ss->slabs[i];
-        if (s->state == HK_SLOT_EMPTY) {
-            hk_slab_list_unlink(&hk_empty[s->last_cls], s);
-            return s;
-        }
-        if (s->state == HK_SLOT_UNUSED) return s;
+/* --- acquire -------------------------------------------------------------------------------- */
+
+/* The EMPTY slots of ss, as a mask like avail. */
+static uint32_t hk_empty_mask(const struct hk_superslab *ss) {
+    uint32_t m = 0;
+    for (uint32_t a = ss->avail; a; a &= a - 1) {
+        unsigned j = (unsigned)__builtin_ctz(a);
+        if (ss->slabs[j].state == HK_SLOT_EMPTY) m |= (uint32_t)1 << j;
     }
-    return NULL;
+    return m;
+}
+
+/* Lowest index i such that slots i..i+k-1 are all set in avail, or -1. */
+static int hk_find_run(uint32_t avail, unsigned k) {
+    uint32_t m = avail;
+    for (unsigned j = 1; j < k && m; j++) m &= avail >> j;
+    return m ? __builtin_ctz(m) : -1;
+}
+
+/* Takes the free slots i..i+k-1 of ss for a new slab. EMPTY slabs they belong to leave the
+ * lists; what such a slab had outside the run stays EMPTY as single slots. */
+static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64_t now) {
+    uint64_t delay2 = 2 * hk_pol_purge_delay();
+    for (unsigned j = i; j < i + k; j++) {
+        struct hk_slab *t = &ss->slabs[j];
+        if (t->state == HK_SLOT_UNUSED) {
+            /* Pages released not long ago and wanted again: ACE lengthens the delay. */
+            if (t->idle_since && now - t->idle_since < delay2) hk_refault_bytes += HK_SLAB_SIZE;
+            t->idle_since = 0;
+            continue;
+        }
+        HK_ASSERT(t->state == HK_SLOT_EMPTY);
+        struct hk_slab *h = &ss->slabs[t->head];
+        unsigned hi = t->head, hk = h->nslots;
+        uint64_t idle = h->idle_since;
+        hk_empty_remove(h);
+        for (unsigned x = hi; x < hi + hk; x++) {
+            struct hk_slab *u = &ss->slabs[x];
+            if (x >= i && x < i + k) {
+                /* Part of the run: seen as UNUSED by the rest of this loop, ACTIVE soon. */
+                u->state = HK_SLOT_UNUSED;
+                u->idle_since = 0;
+                hk_reuse_bytes += HK_SLAB_SIZE;
+                continue;
+            }
+            u->nslots = 1;
+            u->last_cls = HK_CLS_NONE;
+            __atomic_store_n(&u->head, (uint8_t)x, __ATOMIC_RELAXED);
+            hk_empty_insert(u, idle);
+        }
+    }
+}
+
+/* Makes slots i..i+k-1 of ss (already claimed) an ACTIVE slab of class c. */
+static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned k, unsigned c,
+                                   uint64_t now) {
+    struct hk_slab *s = &ss->slabs[i];
+    hk_mark(ss, i, k, HK_SLOT_ACTIVE, i);
+    ss->avail &= ~hk_run_mask(i, k);
+    ss->nactive += k;
+    hk_nactive_slots += k;
+    s->nslots = (uint8_t)k;
+    s->list = HK_LIST_NONE;
+    hk_ss_relist(ss, now);
+    hk_slab_format(s, c);
+    hk_acquired[c]++;
+    return s;
 }
 
 struct hk_slab *hk_pool_acquire(unsigned c) {
+    unsigned k = hk_class_slots[c];
+    uint64_t now = hk_now_ms();
     struct hk_slab *s;
     struct hk_superslab *ss;
+    int i;
     pthread_mutex_lock(&hk_pool_mutex);
     if ((s = hk_empty[c]) != NULL) {
-        hk_slab_list_unlink(&hk_empty[c], s);
+        HK_ASSERT(s->nslots == k);
+        ss = hk_ss_of((uintptr_t)s);
+        hk_empty_remove(s);
+        hk_reuse_bytes += hk_slab_bytes(s);
         HK_STAT_INC(acquire_stage1);
-        s = hk_activate(hk_ss_of((uintptr_t)s), s, c);
-    } else if ((ss = hk_partial) != NULL) {
-        s = hk_free_slot(ss);
-        HK_ASSERT(s != NULL);
-        HK_STAT_INC(acquire_stage2);
-        s = hk_activate(ss, s, c);
-    } else {
-        if ((ss = hk_cache_head) != NULL) {
-            hk_cache_remove(ss);
-            ss->cold = 0;
-            HK_STAT_INC(acquire_stage3_cache);
-        } else if ((ss = hk_ss_map()) != NULL) {
-            hk_nss++;
-            HK_STAT_INC(acquire_stage3_mmap);
-        } else {
-            pthread_mutex_unlock(&hk_pool_mutex);
-            return NULL;
-        }
-        hk_ss_push(&hk_partial, ss);
-        ss->in_list = HK_SSL_PARTIAL;
-        s = hk_activate(ss, hk_free_slot(ss), c);
+        s = hk_activate(ss, hk_slab_index(s), k, c, now);
+        pthread_mutex_unlock(&hk_pool_mutex);
+        return s;
     }
+    /* Stage 2: a run of EMPTY slots first (resident pages: no fault), then any free run. */
+    struct hk_superslab *any = NULL;
+    int any_i = -1;
+    for (ss = hk_partial; ss; ss = ss->next) {
+        if ((i = hk_find_run(hk_empty_mask(ss), k)) >= 0) break;
+        if (!any && (any_i = hk_find_run(ss->avail, k)) >= 0) any = ss;
+    }
+    if (!ss && any) {
+        ss = any;
+        i = any_i;
+    }
+    if (ss) {
+        hk_claim_run(ss, (unsigned)i, k, now);
+        HK_STAT_INC(acquire_stage2);
+        s = hk_activate(ss, (unsigned)i, k, c, now);
+        pthread_mutex_unlock(&hk_pool_mutex);
+        return s;
+    }
+    /* Stage 3: a SuperSlab with no ACTIVE slot (one still purging some may lack the run). */
+    for (ss = hk_cache_head; ss; ss = ss->next) {
+        if ((i = hk_find_run(ss->avail, k)) >= 0) {
+            hk_claim_run(ss, (unsigned)i, k, now);
+            HK_STAT_INC(acquire_stage3_cache);
+            s = hk_activate(ss, (unsigned)i, k, c, now);
+            pthread_mutex_unlock(&hk_pool_mutex);
+            return s;
+        }
+    }
+    pthread_mutex_unlock(&hk_pool_mutex);
+    /* A new SuperSlab, mapped without the lock: it is nobody's until it is listed. */
+    if ((ss = hk_ss_map()) == NULL) return NULL;
+    pthread_mutex_lock(&hk_pool_mutex);
+    hk_nss++;
+    HK_STAT_INC(acquire_stage3_mmap);
+    s = hk_activate(ss, 1, k, c, now);
     pthread_mutex_unlock(&hk_pool_mutex);
     return s;
 }
 
-void hk_pool_release(struct hk_slab *s) {
+/* --- release and decay ---------------------------------------------------------------------- */
+
+/* EMPTY bytes kept regardless of age: the policy's budget, or with ACE what demand calls for
+ * now: a share of the ACTIVE bytes, and the EMPTY bytes taken again in this window. */
+static size_t hk_pool_budget(void) {
+    size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
+    if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
+    unsigned shift = atomic_load_explicit(&hk_pol.pool_share_shift, memory_order_relaxed);
+    size_t share = shift < 64 ? (hk_nactive_slots * HK_SLAB_SIZE) >> shift : 0;
+    size_t reuse = (size_t)(hk_reuse_bytes - hk_reuse_mark);
+    if (share > budget) budget = share;
+    return reuse > budget && shift < 64 ? reuse : budget;
+}
+
+static int hk_pool_over(void) {
+    return hk_empty_bytes > hk_pool_budget() ||
+           hk_ncache > atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
+}
+
+void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     struct hk_superslab *ss = hk_ss_of((uintptr_t)s);
+    unsigned i = hk_slab_index(s), k = s->nslots;
+    uint64_t now = hk_now_ms();
     HK_ASSERT(s->state == HK_SLOT_ACTIVE && s->used == 0);
     HK_STAT_INC(slab_release);
     pthread_mutex_lock(&hk_pool_mutex);
-    s->cls = HK_CLS_NONE;
-    s->state = HK_SLOT_EMPTY;
+    __atomic_store_n(&s->cls, HK_CLS_NONE, __ATOMIC_RELEASE);
     s->free = NULL;
-    s->list = HK_LIST_POOL_EMPTY;
-    hk_nactive_slabs--;
-    if (ss->nactive-- == HK_SLABS - 1) {
-        hk_ss_push(&hk_partial, ss);
-        ss->in_list = HK_SSL_PARTIAL;
-    }
-    if (ss->nactive == 0) {
-        /* Whole SuperSlab empty: its EMPTY slots leave the stage-1 lists with it. */
-        for (unsigned i = 1; i < HK_SLABS; i++) {
-            struct hk_slab *e = &ss->slabs[i];
-            if (e != s && e->state == HK_SLOT_EMPTY) hk_slab_list_unlink(&hk_empty[e->last_cls], e);
-            e->state = HK_SLOT_UNUSED; /* a cached SuperSlab starts over */
-            e->list = HK_LIST_NONE;
-        }
-        hk_ss_unlink(&hk_partial, ss);
-        hk_cache_insert(ss);
-    } else {
-        hk_slab_list_push(&hk_empty[s->last_cls], s);
-    }
+    hk_released[s->last_cls]++;
+    hk_mark(ss, i, k, HK_SLOT_EMPTY, i);
+    ss->avail |= hk_run_mask(i, k);
+    ss->nactive -= k;
+    hk_nactive_slots -= k;
+    hk_empty_insert(s, idle_since < now ? idle_since : now);
+    hk_ss_relist(ss, now);
+    int over = hk_pool_over();
     pthread_mutex_unlock(&hk_pool_mutex);
+    if (over) hk_pool_decay(now, 0);
 }
 
-size_t hk_pool_trim(void) {
-    size_t n = 0;
-    pthread_mutex_lock(&hk_pool_mutex);
-    while (hk_cache_tail) {
-        struct hk_superslab *old = hk_cache_tail;
-        hk_cache_remove(old);
-        hk_nss--;
-        hk_ss_unmap(old);
-        n++;
+#define HK_DECAY_BATCH 32
+
+size_t hk_pool_decay(uint64_t now, int force) {
+    size_t released = 0;
+    for (;;) {
+        struct hk_slab *purge[HK_DECAY_BATCH];
+        struct hk_superslab *unmap[HK_DECAY_BATCH];
+        unsigned np = 0, nu = 0;
+        pthread_mutex_lock(&hk_pool_mutex);
+        uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
+        size_t budget = hk_pool_budget();
+        unsigned ncache_max = atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
+        /* Cached SuperSlabs first: unmapping one also drops its EMPTY slabs, with no madvise. */
+        struct hk_superslab *ss = hk_cache_tail;
+        while (ss && nu < HK_DECAY_BATCH) {
+            struct hk_superslab *prev = ss->prev;
+            if (!force && hk_ncache <= ncache_max && now - ss->idle_since < udelay) break;
+            if (ss->npurging == 0) {
+                hk_cache_remove(ss);
+                for (unsigned j = 1; j < HK_SLABS; j++) {
+                    struct hk_slab *t = &ss->slabs[j];
+                    if (t->state == HK_SLOT_EMPTY && t->head == j) hk_empty_remove(t);
+                }
+                hk_nss--;
+                unmap[nu++] = ss;
+            }
+            ss = prev;
+        }
+        while (hk_age_head && np < HK_DECAY_BATCH &&
+               (force || now - hk_age_head->idle_since >= delay || hk_empty_bytes > budget)) {
+            struct hk_slab *s = hk_age_head;
+            struct hk_superslab *sss = hk_ss_of((uintptr_t)s);
+            unsigned i = hk_slab_index(s), k = s->nslots;
+            hk_empty_remove(s);
+            hk_mark(sss, i, k, HK_SLOT_PURGING, i);
+            sss->avail &= ~hk_run_mask(i, k);
+            sss->npurging += k;
+            purge[np++] = s;
+        }
+        pthread_mutex_unlock(&hk_pool_mutex);
+        if (np == 0 && nu == 0) break;
+
+        for (unsigned x = 0; x < nu; x++) {
+            hk_ss_unmap(unmap[x]);
+            released += HK_SS_SIZE;
+            HK_STAT_INC(ss_unmapped);
+        }
+        for (unsigned x = 0; x < np; x++) {
+            hk_os_release(hk_slab_base(purge[x]), hk_slab_bytes(purge[x]));
+            released += hk_slab_bytes(purge[x]);
+        }
+        if (np) {
+            pthread_mutex_lock(&hk_pool_mutex);
+            for (unsigned x = 0; x < np; x++) {
+                struct hk_slab *s = purge[x];
+                struct hk_superslab *sss = hk_ss_of((uintptr_t)s);
+                unsigned i = hk_slab_index(s), k = s->nslots;
+                hk_mark(sss, i, k, HK_SLOT_UNUSED, HK_SLABS);
+                for (unsigned j = i; j < i + k; j++) {
+                    sss->slabs[j].nslots = 1;
+                    sss->slabs[j].last_cls = HK_CLS_NONE;
+                    sss->slabs[j].idle_since = now; /* when its pages went: refault detection */
+                }
+                sss->avail |= hk_run_mask(i, k);
+                sss->npurging -= k;
+                hk_purged_bytes += (size_t)k << HK_SLAB_SHIFT;
+                hk_ss_relist(sss, now);
+            }
+            pthread_mutex_unlock(&hk_pool_mutex);
+        }
+        if (np < HK_DECAY_BATCH && nu < HK_DECAY_BATCH) break;
     }
+    return released;
+}
+
+/* --- reports -------------------------------------------------------------------------------- */
+
+void hk_pool_demand(struct hk_pool_demand *out) {
+    pthread_mutex_lock(&hk_pool_mutex);
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        out->acquire[c] = hk_acquired[c];
+        out->release[c] = hk_released[c];
+    }
+    out->reuse_bytes = hk_reuse_bytes;
+    hk_reuse_mark = hk_reuse_bytes;
+    out->refault_bytes = hk_refault_bytes;
+    out->empty_bytes = hk_empty_bytes;
+    out->active_bytes = hk_nactive_slots * HK_SLAB_SIZE;
     pthread_mutex_unlock(&hk_pool_mutex);
-    return n;
 }
 
 void hk_pool_stats(struct hak_stats *out) {
     pthread_mutex_lock(&hk_pool_mutex);
     out->superslabs_now = hk_nss;
     out->superslabs_cached_now = hk_ncache;
-    out->slabs_active_now = hk_nactive_slabs;
+    out->slabs_active_now = hk_nactive_slots;
+    out->pool_empty_bytes_now = hk_empty_bytes;
+    out->pool_purged_bytes = hk_purged_bytes;
     out->mapped_bytes_now += hk_nss * HK_SS_SIZE;
     pthread_mutex_unlock(&hk_pool_mutex);
 }

@@ -1,14 +1,22 @@
-/* The shared SuperSlab pool: every SuperSlab, each slot UNUSED, ACTIVE or EMPTY.
+/* The shared SuperSlab pool: every SuperSlab, each slot UNUSED, ACTIVE, EMPTY or PURGING.
  *
- * A thread heap that needs a slab acquires one here, in stages:
- *   stage 1  an EMPTY slot that last served the same class
- *   stage 2  any non-ACTIVE slot of a SuperSlab that has one (EMPTY of another class, or UNUSED)
- *   stage 3  a whole SuperSlab: from the cache of fully empty ones first, then a new mapping
- * so new memory is mapped only when no empty slot exists anywhere (DESIGN invariant 2).
- * A slab released back (all its blocks free) becomes EMPTY; a SuperSlab whose slots are all
- * non-ACTIVE goes to the cache, most recent first. The cache keeps HAKMEM_SS_HOT SuperSlabs
- * resident, releases the pages of the next ones, and unmaps beyond HAKMEM_SS_CACHE.
- * One mutex guards the pool; it is only taken on slab acquire and release. */
+ * A thread heap that needs a slab of class c (one slot, or a span of several) acquires one
+ * here, in stages:
+ *   stage 1  an EMPTY slab that last served class c (its pages are warm, its length right)
+ *   stage 2  a run of free slots (UNUSED, or EMPTY of other classes) in a SuperSlab in use
+ *   stage 3  a whole free SuperSlab: from the cache first, then a new mapping
+ * so new memory is mapped only when no free run exists anywhere (DESIGN invariant 2).
+ *
+ * A slab given back with no live block becomes EMPTY: its pages stay resident, it is reused
+ * first, and it joins an age list. Memory goes back to the OS by time and by demand
+ * (DESIGN invariant 4):
+ *   - an EMPTY slab idle for the purge delay has its pages released (madvise) and becomes
+ *     UNUSED; so does the oldest one at once while the EMPTY bytes exceed the pool budget;
+ *   - a SuperSlab with no ACTIVE slot waits in the cache, newest first, and is unmapped after
+ *     the unmap delay, or at once beyond the cache's size.
+ * The delays, the budget and the cache size come from the policy (policy.h). One mutex
+ * guards the pool; it is taken on slab acquire and release, never per block, and released
+ * around the system calls. */
 #ifndef HK_POOL_H
 #define HK_POOL_H
 
@@ -16,10 +24,25 @@
 
 /* An ACTIVE slab formatted for class c with no owner set, or NULL when the OS is out of memory. */
 struct hk_slab *hk_pool_acquire(unsigned c) HK_INTERNAL;
-/* Returns a slab with no live block to the pool. Its owner must already be cleared. */
-void hk_pool_release(struct hk_slab *s) HK_INTERNAL;
-/* Unmaps every cached SuperSlab; returns the number unmapped. */
-size_t hk_pool_trim(void) HK_INTERNAL;
+/* Returns slab s, which has no live block and no owner, to the pool. It has been empty since
+ * idle_since (hk_now_ms; a thread may have kept it for a while first). */
+void hk_pool_release(struct hk_slab *s, uint64_t idle_since) HK_INTERNAL;
+/* Releases what is due at time now: pages of EMPTY slabs past the delay or beyond the budget,
+ * cached SuperSlabs past the unmap delay or beyond the cache size; with force, everything
+ * free. Returns the bytes given back to the OS. */
+size_t hk_pool_decay(uint64_t now, int force) HK_INTERNAL;
+
+/* What ACE measures: cumulative counts (it takes differences) and current sizes. Each call
+ * starts a new window for the pool's own demand signal (policy.h). */
+struct hk_pool_demand {
+    uint64_t acquire[HK_NCLASS];   /* slabs acquired, per class */
+    uint64_t release[HK_NCLASS];   /* slabs released, per class */
+    uint64_t reuse_bytes;          /* EMPTY bytes taken again */
+    uint64_t refault_bytes;        /* bytes taken again soon after their pages were released */
+    size_t empty_bytes;            /* EMPTY bytes now (resident, free) */
+    size_t active_bytes;           /* ACTIVE slot bytes now */
+};
+void hk_pool_demand(struct hk_pool_demand *out) HK_INTERNAL;
 
 struct hak_stats;
 void hk_pool_stats(struct hak_stats *out) HK_INTERNAL;

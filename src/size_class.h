@@ -1,18 +1,26 @@
-/* Size classes of the small-object core.
+/* Size classes of the small and mid tiers.
  *
  * 16-byte spacing from 16 to 128 bytes, then four classes per doubling (each a quarter of the
- * power of two apart) up to 32 KiB: a request above 128 bytes wastes less than 25% of its
- * block. Every class size is a multiple of 16, so every block is 16-byte aligned, and the
- * power-of-two classes give naturally aligned blocks for memalign. */
+ * power of two apart) up to 1 MiB: a request above 128 bytes wastes less than 25% of its
+ * block. Every class size is a multiple of 16, so every block is 16-byte aligned.
+ *
+ * Small classes (up to 32 KiB) are served from slabs of one 64 KiB slot. Mid classes (40 KiB
+ * to 1 MiB) are served from spans: runs of 5 to 16 contiguous slots of a SuperSlab, sized so
+ * that a whole number of blocks fills the span (8 blocks up to 128 KiB, then 4, 2, 1): no
+ * slack at the end. Apart from its length a span behaves exactly like a slab; "slab" below
+ * means either. */
 #ifndef HK_SIZE_CLASS_H
 #define HK_SIZE_CLASS_H
 
 #include "common.h"
 
-#define HK_NCLASS 40                 /* number of small classes */
+#define HK_NSMALL 40                 /* classes of one-slot slabs: 16 B .. 32 KiB */
+#define HK_NCLASS 60                 /* all classes: + mid classes 40 KiB .. 1 MiB */
 #define HK_CLS_NONE HK_NCLASS        /* sentinel class of a slab that serves nothing */
 #define HK_SMALL_MAX ((size_t)32768) /* largest small request */
+#define HK_MID_MAX ((size_t)1 << 20) /* largest mid request; larger ones are large blocks */
 #define HK_TABLE_MAX ((size_t)1024)  /* sizes resolved by one table load */
+#define HK_SPAN_MAX_SLOTS 16         /* longest span (1 MiB) */
 
 /* hk_class_table[(n + 15) / 16] for n <= 1024: the smallest class whose size is >= n. The
  * fast path reads a copy of it kept in each thread's heap (heap.h), which saves an address
@@ -26,19 +34,21 @@
 
 extern const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
 extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
+/* Slots (64 KiB each) of one slab of the class: 1 for small classes, 5..16 for mid ones. */
+extern const uint8_t hk_class_slots[HK_NCLASS + 1] HK_INTERNAL;
 
-/* Class of a request of n bytes, 1024 < n <= HK_SMALL_MAX: n lies in (2^e, 2^(e+1)], which is
+/* Class of a request of n bytes, 1024 < n <= HK_MID_MAX: n lies in (2^e, 2^(e+1)], which is
  * split into four classes of width 2^(e-2). */
-static inline unsigned hk_class_of_mid(size_t n) {
+static inline unsigned hk_class_of_log(size_t n) {
     size_t x = n - 1;
     unsigned e = 63u - (unsigned)__builtin_clzl(x);
     return 8u + (e - 7u) * 4u + (unsigned)((x >> (e - 2u)) & 3u);
 }
 
-/* Class of a request of n <= HK_SMALL_MAX bytes (n == 0 gets the smallest class). */
+/* Class of a request of n <= HK_MID_MAX bytes (n == 0 gets the smallest class). */
 static inline unsigned hk_class_of(size_t n) {
     if (n <= HK_TABLE_MAX) return hk_class_table[(n + 15) >> 4];
-    return hk_class_of_mid(n);
+    return hk_class_of_log(n);
 }
 
 #endif

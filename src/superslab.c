@@ -8,14 +8,14 @@ uint8_t hk_chunk_map[HK_MAP_ENTRIES];
 void hk_slab_format(struct hk_slab *s, unsigned c) {
     uint32_t bs = hk_class_size[c];
     s->bsize = bs;
-    s->capacity = (uint32_t)(HK_SLAB_SIZE / bs);
+    s->capacity = (uint32_t)(hk_slab_bytes(s) / bs);
     s->inv = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
     s->carved = 0;
     s->used = 0;
     s->free = NULL;
     s->last_cls = (uint8_t)c;
     /* cls last: a concurrent reader of a stale pointer sees either NONE or a formatted slab. */
-    s->cls = (uint8_t)c;
+    __atomic_store_n(&s->cls, (uint8_t)c, __ATOMIC_RELEASE);
 }
 
 struct hk_superslab *hk_ss_map(void) {
@@ -23,7 +23,14 @@ struct hk_superslab *hk_ss_map(void) {
     if (!ss) return NULL;
     /* Fresh pages are zero: only the non-zero fields need writing. */
     ss->magic = HK_SS_MAGIC;
-    for (unsigned i = 0; i < HK_SLABS; i++) ss->slabs[i].cls = HK_CLS_NONE;
+    ss->avail = ~(uint32_t)1; /* every slot but the header's */
+    for (unsigned i = 0; i < HK_SLABS; i++) {
+        struct hk_slab *s = &ss->slabs[i];
+        s->cls = HK_CLS_NONE;
+        s->last_cls = HK_CLS_NONE;
+        s->head = (uint8_t)i;
+        s->nslots = 1;
+    }
     __atomic_store_n(&hk_chunk_map[(uintptr_t)ss >> HK_SS_SHIFT], 1, __ATOMIC_RELEASE);
     return ss;
 }

@@ -1,10 +1,13 @@
-/* SuperSlab: a 2 MiB region on a 2 MiB boundary, cut into 32 slabs of 64 KiB.
+/* SuperSlab: a 2 MiB region on a 2 MiB boundary, cut into 32 slots of 64 KiB.
  *
- * Slab 0 holds the SuperSlab header and the metadata of all 32 slabs; slabs 1..31 hold blocks.
- * Because of the alignment, the SuperSlab of any interior pointer p is p & ~(HK_SS_SIZE-1) and
- * its slab is (p >> 16) & 31: pointer to metadata is pure arithmetic (DESIGN invariant 5).
- * A byte map over the whole 47-bit address space, one byte per 2 MiB chunk, says which chunks
- * are SuperSlabs, so free() of a foreign pointer is detected before anything is dereferenced. */
+ * Slot 0 holds the SuperSlab header and the metadata of all 32 slots; slots 1..31 hold
+ * blocks. A slab of a small class is one slot; a slab of a mid class (a span) is a run of
+ * 5..16 contiguous slots, described by the metadata of its first slot (the head); every other
+ * slot of the run names its head. Because of the alignment, the SuperSlab of any interior
+ * pointer p is p & ~(HK_SS_SIZE-1), its slot is (p >> 16) & 31 and its slab is that slot's
+ * head: pointer to metadata is pure arithmetic (DESIGN invariant 5). A byte map over the
+ * whole 47-bit address space, one byte per 2 MiB chunk, says which chunks are SuperSlabs, so
+ * free() of a foreign pointer is detected before anything is dereferenced. */
 #ifndef HK_SUPERSLAB_H
 #define HK_SUPERSLAB_H
 
@@ -23,52 +26,70 @@
 #define HK_MAP_BITS 26 /* 47-bit user addresses / 2 MiB chunks */
 #define HK_MAP_ENTRIES ((uintptr_t)1 << HK_MAP_BITS)
 
-/* Slot states in the shared pool. */
-enum { HK_SLOT_UNUSED = 0, HK_SLOT_ACTIVE = 1, HK_SLOT_EMPTY = 2 };
+/* Slot states in the shared pool (pool.h says who moves a slot between them):
+ *   UNUSED   free, and its pages hold nothing (never touched, or released with madvise)
+ *   ACTIVE   part of a slab that a thread owns (or an orphan), even an empty one it retains
+ *   EMPTY    part of a free slab whose pages are still resident: reusable at once, and
+ *            released once it has been idle long enough
+ *   PURGING  its pages are being released right now; nobody may take it */
+enum { HK_SLOT_UNUSED = 0, HK_SLOT_ACTIVE = 1, HK_SLOT_EMPTY = 2, HK_SLOT_PURGING = 3 };
 
 /* Which list a slab is on: its owner heap's, the abandoned lists, or the pool's. */
 enum {
     HK_LIST_NONE = 0,
-    HK_LIST_CURRENT,   /* the owner's current slab for its class */
-    HK_LIST_PARTIAL,   /* owned, has free blocks */
-    HK_LIST_FULL,      /* owned, every carved block handed out */
+    HK_LIST_CURRENT,        /* the owner's current slab for its class */
+    HK_LIST_PARTIAL,        /* owned, has free blocks */
+    HK_LIST_FULL,           /* owned, every carved block handed out */
+    HK_LIST_RETAINED,       /* owned, no live block: kept by the thread for reuse */
     HK_LIST_ORPHAN_PARTIAL, /* abandoned by an exited thread, has free blocks */
     HK_LIST_ORPHAN_FULL,    /* abandoned, no free blocks */
-    HK_LIST_POOL_EMPTY,     /* EMPTY slot on the pool's per-class list */
+    HK_LIST_POOL_EMPTY,     /* EMPTY slab on the pool's per-class list */
 };
 
 struct hk_owner;
 
-/* Metadata of one slab; 64 bytes, so the fast path reaches it with a shift and a mask. */
+/* Metadata of one slot; 128 bytes, so the slow paths reach it with a shift and a mask. The
+ * fields from cls to inv describe a slab and are meaningful in its head slot only. */
 struct hk_slab {
-    uint8_t cls;       /* size class while ACTIVE, HK_CLS_NONE otherwise: read by free's fast path */
+    uint8_t cls;       /* size class while ACTIVE, HK_CLS_NONE otherwise */
     uint8_t state;     /* HK_SLOT_* */
     uint8_t list;      /* HK_LIST_* */
-    uint8_t last_cls;  /* class it served last: the pool's stage-1 key */
+    uint8_t last_cls;  /* class it served last: the pool's stage-1 key (HK_CLS_NONE: none) */
+    uint8_t head;      /* index of the slot heading this slot's slab (its own for a head) */
+    uint8_t nslots;    /* slots in the slab (head only) */
+    uint8_t pad0[2];
     uint32_t bsize;    /* block size */
     uint32_t capacity; /* blocks that fit */
     uint32_t carved;   /* blocks carved so far (carving is lazy, in batches) */
     uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
     uint32_t inv;      /* ceil(2^32 / bsize): block index by multiplication */
+    uint32_t pad1;
     void *free;        /* local free list, touched only by the owner (or under the orphan lock) */
     _Atomic(struct hk_owner *) owner; /* owning thread's record; NULL when abandoned */
     struct hk_slab *next, *prev;      /* links of the list named by `list` */
-    uint64_t pad;
+    /* When the slab last became empty (EMPTY, or retained by its owner), or, for an UNUSED
+     * slot, when its pages were released (0: never used): milliseconds of hk_now_ms. */
+    uint64_t idle_since;
+    struct hk_slab *anext, *aprev;    /* the pool's age list of EMPTY slabs, oldest first */
+    uint8_t pad2[40];
 };
 
 struct hk_superslab {
     uint64_t magic;
     struct hk_superslab *next, *prev; /* pool list: partial or cache */
     uint32_t nactive;                 /* ACTIVE slots */
-    uint8_t in_list;                  /* HK_SSL_* */
-    uint8_t cold;                     /* pages released while cached */
-    uint8_t pad[34];
-    struct hk_slab slabs[HK_SLABS];   /* slabs[0] describes the header slab and serves nothing */
+    uint32_t avail;                   /* bit i: slot i is UNUSED or EMPTY (can be taken) */
+    uint32_t npurging;                /* slots being released right now */
+    uint8_t in_list;                  /* HK_SSL_* (pool.c) */
+    uint8_t pad0[3];
+    uint64_t idle_since;              /* when its last ACTIVE slot went (cached SuperSlabs) */
+    uint8_t pad1[80];
+    struct hk_slab slabs[HK_SLABS];   /* slabs[0] describes the header slot and serves nothing */
 };
 
-_Static_assert(sizeof(struct hk_slab) == 64, "slab metadata must be 64 bytes");
-_Static_assert(offsetof(struct hk_superslab, slabs) == 64, "slab array at a cache line");
-_Static_assert(sizeof(struct hk_superslab) <= HK_SLAB_SIZE, "header fits in slab 0");
+_Static_assert(sizeof(struct hk_slab) == 128, "slot metadata must be 128 bytes");
+_Static_assert(offsetof(struct hk_superslab, slabs) == 128, "slot array at 128 bytes");
+_Static_assert(sizeof(struct hk_superslab) <= HK_SLAB_SIZE, "header fits in slot 0");
 
 /* One byte per 2 MiB chunk: nonzero when the chunk is a live SuperSlab. */
 extern uint8_t hk_chunk_map[HK_MAP_ENTRIES] HK_INTERNAL;
@@ -82,11 +103,19 @@ static inline struct hk_superslab *hk_ss_of(uintptr_t a) {
     return (struct hk_superslab *)(a & ~(HK_SS_SIZE - 1));
 }
 
-static inline struct hk_slab *hk_slab_of(uintptr_t a) {
+/* Metadata of the slot holding address a (not necessarily its slab's head). */
+static inline struct hk_slab *hk_slot_of(uintptr_t a) {
     return &hk_ss_of(a)->slabs[(a >> HK_SLAB_SHIFT) & (HK_SLABS - 1)];
 }
 
-/* Index of a slab within its SuperSlab, and the address of its first block. */
+/* The slab holding address a: the head of a's slot. Cheap for small slabs, whose slot is its
+ * own head; a span's other slots name their head. */
+static inline struct hk_slab *hk_slab_of(uintptr_t a) {
+    struct hk_slab *s = hk_slot_of(a);
+    return &hk_ss_of(a)->slabs[__atomic_load_n(&s->head, __ATOMIC_RELAXED) & (HK_SLABS - 1)];
+}
+
+/* Index of a slot within its SuperSlab, and the address of its first byte. */
 static inline unsigned hk_slab_index(const struct hk_slab *s) {
     return (unsigned)(((uintptr_t)s & (HK_SLAB_SIZE - 1)) - offsetof(struct hk_superslab, slabs)) /
            (unsigned)sizeof(struct hk_slab);
@@ -94,14 +123,21 @@ static inline unsigned hk_slab_index(const struct hk_slab *s) {
 static inline char *hk_slab_base(const struct hk_slab *s) {
     return (char *)hk_ss_of((uintptr_t)s) + ((size_t)hk_slab_index(s) << HK_SLAB_SHIFT);
 }
+/* Bytes a slab covers: its slots times 64 KiB. */
+static inline size_t hk_slab_bytes(const struct hk_slab *s) {
+    return (size_t)s->nslots << HK_SLAB_SHIFT;
+}
 
-/* Index of the block at p in its slab s, or -1 if p is not the start of a carved block. */
+/* Index of the block at p in slab s, or -1 if p is not the start of a carved block. p lies in
+ * s (s = hk_slab_of(p)), so its offset is below 1 MiB and the multiplication is exact for
+ * every multiple of bsize. */
 static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
-    uint32_t off = (uint32_t)(p & (HK_SLAB_SIZE - 1)); /* slabs are 64 KiB aligned */
-    uint32_t i = (uint32_t)(((uint64_t)off * s->inv) >> 32);
+    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    uint32_t bs = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
+    uint32_t i = (uint32_t)(((uint64_t)off * __atomic_load_n(&s->inv, __ATOMIC_RELAXED)) >> 32);
     /* carved grows while the owner carves; another thread validating a free reads it racily,
      * and any block it may legitimately free was carved before it was handed out. */
-    if (i * s->bsize != off || i >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED)) return -1;
+    if (i * bs != off || i >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED)) return -1;
     return i;
 }
 
@@ -120,7 +156,7 @@ static inline void hk_slab_list_unlink(struct hk_slab **head, struct hk_slab *s)
     s->next = s->prev = NULL;
 }
 
-/* Prepares slab s of an ACTIVE slot to serve class c: nothing carved yet. */
+/* Prepares the ACTIVE slab s (its slots already marked) to serve class c: nothing carved. */
 void hk_slab_format(struct hk_slab *s, unsigned c) HK_INTERNAL;
 
 /* Maps and registers a new SuperSlab (all slots UNUSED); NULL when the OS refuses. */

@@ -21,7 +21,10 @@ expect free-stack 'free\(0x[0-9a-f]+\): invalid pointer \(not allocated by hakme
 expect free-mmap 'free\(0x[0-9a-f]+\): invalid pointer \(not allocated by hakmem\)$'
 expect free-misaligned 'free\(0x[0-9a-f]+\): invalid pointer \(not a block hakmem handed out\)$'
 expect double-free 'free\(0x[0-9a-f]+\): double free$'
-expect double-free-large 'free\(0x[0-9a-f]+\): invalid pointer \(not allocated by hakmem\)$'
+expect double-free-mid 'free\(0x[0-9a-f]+\): double free$'
+expect double-free-large 'free\(0x[0-9a-f]+\): double free$'
+expect free-interior-mid 'free\(0x[0-9a-f]+\): invalid pointer \(not a block hakmem handed out\)$'
+expect free-interior-large 'free\(0x[0-9a-f]+\): invalid pointer \(not allocated by hakmem\)$'
 expect realloc-foreign 'realloc\(0x[0-9a-f]+\): invalid pointer'
 expect usable-size-foreign 'malloc_usable_size\(0x[0-9a-f]+\): invalid pointer'
 

@@ -22,10 +22,32 @@ for t in test_size_class test_slab test_api test_random test_threads; do
     run "$t (release)" build/tests/$t
     run "$t (debug)" build/tests/${t}_debug
 done
+run "test_random (release, HAKMEM_ACE=0)" env HAKMEM_ACE=0 build/tests/test_random
+
+# The memory lifecycle, one process per mode under the configuration it needs (see the top of
+# tests/test_lifecycle.c). The cgroup mode watches a directory made to look like a cgroup.
+cgdir=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$cgdir"' EXIT
+lifecycle() { # lifecycle FLAVOUR: every mode of test_lifecycle in that build
+    local bin=build/tests/test_lifecycle$1
+    run "test_lifecycle stages${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 \
+        HAKMEM_PURGE_DELAY_MS=60000 $bin stages
+    run "test_lifecycle fixed${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_SOFT_CAP=2 \
+        HAKMEM_PURGE_DELAY_MS=200 HAKMEM_UNMAP_DELAY_MS=400 $bin fixed
+    run "test_lifecycle ace${1:+ ($1)}" env HAKMEM_ACE=1 $bin ace
+    echo 1000000000 > "$cgdir/memory.max"
+    echo 100000000 > "$cgdir/memory.current"
+    run "test_lifecycle cgroup${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_CGROUP="$cgdir" $bin cgroup
+    run "test_lifecycle bg${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_BG_THREAD=1 \
+        HAKMEM_PURGE_DELAY_MS=100 $bin bg
+}
+lifecycle ""
+lifecycle _debug
 for t in test_size_class test_slab test_api test_threads; do
     run "$t (ASan+UBSan)" build/tests/${t}_asan
 done
 run "test_random (ASan+UBSan, 10% of the operations)" build/tests/test_random_asan 10
+lifecycle _asan
 run "test_threads (TSan)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_threads_tsan
 run "test_random (TSan, 10% of the operations)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_random_tsan 10
 run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_api_preload

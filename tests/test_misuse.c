@@ -25,10 +25,20 @@ int main(int argc, char **argv) {
     } else if (!strcmp(m, "double-free")) {
         free(p);
         free(p);
+    } else if (!strcmp(m, "double-free-mid")) {
+        char *volatile mid = malloc(100000);
+        free(mid);
+        free(mid);
     } else if (!strcmp(m, "double-free-large")) {
-        char *volatile big = malloc(1 << 20);
+        char *volatile big = malloc(8 << 20);
         free(big);
         free(big);
+    } else if (!strcmp(m, "free-interior-mid")) {
+        char *volatile mid = malloc(300000);
+        free(mid + 4096);
+    } else if (!strcmp(m, "free-interior-large")) {
+        char *volatile big = malloc(8 << 20);
+        free(big + 4096);
     } else if (!strcmp(m, "realloc-foreign")) {
         p = realloc(&local, 100);
     } else if (!strcmp(m, "usable-size-foreign")) {

@@ -1,21 +1,23 @@
-/* Size classes: 16-byte spacing up to 128 bytes, less than 25% waste above, and the table,
- * the arithmetic and the class sizes agreeing for every request size. */
+/* Size classes: 16-byte spacing up to 128 bytes, less than 25% waste above, the table, the
+ * arithmetic and the class sizes agreeing for every request size up to the mid tier's top,
+ * and mid-class spans filled by whole blocks. */
 #include "check.h"
 #include "size_class.h"
+#include "superslab.h"
 
 TEST(spacing_16_at_the_bottom) {
     for (unsigned c = 0; c < 8; c++) CHECK(hk_class_size[c] == 16 * (c + 1));
 }
 
 TEST(waste_below_25_percent_above_128) {
-    for (size_t n = 129; n <= HK_SMALL_MAX; n++) {
+    for (size_t n = 129; n <= HK_MID_MAX; n++) {
         size_t bs = hk_class_size[hk_class_of(n)];
         CHECKF((bs - n) * 4 < n, "n=%zu block=%zu", n, bs);
     }
 }
 
 TEST(smallest_fitting_class) {
-    for (size_t n = 0; n <= HK_SMALL_MAX; n++) {
+    for (size_t n = 0; n <= HK_MID_MAX; n++) {
         unsigned c = hk_class_of(n);
         CHECKF(c < HK_NCLASS, "n=%zu", n);
         CHECKF(hk_class_size[c] >= n, "n=%zu class=%u", n, c);
@@ -28,12 +30,25 @@ TEST(class_sizes_increase_and_keep_alignment) {
         CHECK(hk_class_size[c] % 16 == 0);
         if (c) CHECK(hk_class_size[c] > hk_class_size[c - 1]);
     }
-    CHECK(hk_class_size[HK_NCLASS - 1] == HK_SMALL_MAX);
+    CHECK(hk_class_size[HK_NSMALL - 1] == HK_SMALL_MAX);
+    CHECK(hk_class_size[HK_NCLASS - 1] == HK_MID_MAX);
 }
 
 TEST(table_agrees_with_arithmetic_where_both_apply) {
-    /* hk_class_of_mid is only used above the table, but its formula holds from 129 up. */
-    for (size_t n = 129; n <= HK_TABLE_MAX; n++) CHECK(hk_class_of_mid(n) == hk_class_of(n));
+    /* hk_class_of_log is only used above the table, but its formula holds from 129 up. */
+    for (size_t n = 129; n <= HK_TABLE_MAX; n++) CHECK(hk_class_of_log(n) == hk_class_of(n));
+}
+
+TEST(spans_hold_whole_blocks) {
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        size_t span = (size_t)hk_class_slots[c] * HK_SLAB_SIZE;
+        CHECKF(hk_class_slots[c] >= 1 && hk_class_slots[c] <= HK_SPAN_MAX_SLOTS, "class %u", c);
+        CHECKF(c < HK_NSMALL ? hk_class_slots[c] == 1 : span % hk_class_size[c] == 0,
+               "class %u: %zu-byte blocks in a %zu-byte span", c, (size_t)hk_class_size[c],
+               span);
+        /* A span fits a SuperSlab beside its header. */
+        CHECK(hk_class_slots[c] < HK_SLABS);
+    }
 }
 
 int main(void) {
@@ -43,5 +58,6 @@ int main(void) {
     RUN(smallest_fitting_class);
     RUN(class_sizes_increase_and_keep_alignment);
     RUN(table_agrees_with_arithmetic_where_both_apply);
+    RUN(spans_hold_whole_blocks);
     TEST_MAIN_END();
 }

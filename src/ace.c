@@ -1,0 +1,149 @@
+#include "ace.h"
+
+#include "cgroup.h"
+#include "config.h"
+#include "large.h"
+#include "policy.h"
+#include "pool.h"
+
+#define HK_ACE_HISTORY 32      /* windows of demand remembered (3.2 s) */
+#define HK_ACE_QUIET 50        /* windows without thrash before a cap halves (5 s) */
+#define HK_ACE_CALM 50         /* windows without refaults before the delay halves (5 s) */
+#define HK_ACE_CG_WINDOWS 10   /* the cgroup's usage is read once a second */
+#define HK_POOL_FLOOR ((size_t)4 << 20)
+#define HK_LARGE_FLOOR ((size_t)16 << 20)
+
+/* Only the decay tick calls hk_ace_update, under its mutex: this state is single-threaded. */
+static struct {
+    uint64_t next_window;
+    struct hk_pool_demand last;
+    uint64_t last_large_reuse, last_large_refault;
+    uint64_t pool_reuse[HK_ACE_HISTORY], large_reuse[HK_ACE_HISTORY];
+    size_t large_peak[HK_ACE_HISTORY];
+    unsigned hist;
+    uint16_t quiet[HK_NCLASS];
+    unsigned calm;
+    uint64_t delay;          /* purge delay before any pressure adjustment */
+    unsigned cap[HK_NCLASS]; /* soft caps before any pressure adjustment */
+    size_t cg_limit;
+    unsigned cg_windows;
+    int pressure;            /* 0 none, 1 from 75% of the cgroup limit, 2 from 90% */
+} hk_ace;
+
+void hk_ace_init(void) {
+    if (!hk_cfg.ace) return;
+    /* Small classes start by keeping one empty slab; mid classes, whose spans are large,
+     * none until they thrash. */
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        hk_ace.cap[c] = hk_pol.cap_max[c] && c < HK_NSMALL ? 1 : 0;
+        atomic_store_explicit(&hk_pol.soft_cap[c], hk_ace.cap[c], memory_order_relaxed);
+    }
+    atomic_store_explicit(&hk_pol.demand, 1, memory_order_relaxed);
+    hk_ace.delay = hk_cfg.purge_delay_ms;
+    atomic_store_explicit(&hk_pol.pool_budget, HK_POOL_FLOOR, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.large_budget, HK_LARGE_FLOOR, memory_order_relaxed);
+    hk_ace.cg_limit = hk_cgroup_init(hk_cfg.cgroup);
+}
+
+static uint64_t hk_max_of(const uint64_t *v, unsigned n) {
+    uint64_t m = 0;
+    for (unsigned i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+/* Soft caps: grow where slabs made round trips to the pool, shrink where none did for long. */
+static void hk_ace_caps(const struct hk_pool_demand *d) {
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        uint64_t acq = d->acquire[c] - hk_ace.last.acquire[c];
+        uint64_t rel = d->release[c] - hk_ace.last.release[c];
+        uint64_t thrash = acq < rel ? acq : rel;
+        unsigned cap = hk_ace.cap[c], max = hk_pol.cap_max[c];
+        unsigned floor = c < HK_NSMALL && max ? 1 : 0;
+        if (thrash >= 2) {
+            hk_ace.quiet[c] = 0;
+            cap = cap ? cap * 2 : 1;
+            hk_ace.cap[c] = cap < max ? cap : max;
+        } else if (++hk_ace.quiet[c] >= HK_ACE_QUIET) {
+            hk_ace.quiet[c] = 0;
+            if (cap > floor) hk_ace.cap[c] = cap / 2 > floor ? cap / 2 : floor;
+        }
+    }
+}
+
+void hk_ace_update(uint64_t now) {
+    if (!hk_cfg.ace || now < hk_ace.next_window) return;
+    hk_ace.next_window = now + HK_ACE_WINDOW_MS;
+    struct hk_pool_demand pd;
+    struct hk_large_demand ld;
+    hk_pool_demand(&pd);
+    hk_large_demand(&ld);
+
+    hk_ace_caps(&pd);
+
+    /* Refaults: pages released too early. */
+    uint64_t refault = (pd.refault_bytes - hk_ace.last.refault_bytes) +
+                       (ld.refault_bytes - hk_ace.last_large_refault);
+    uint64_t base = hk_cfg.purge_delay_ms;
+    if (refault) {
+        hk_ace.calm = 0;
+        hk_ace.delay = hk_ace.delay * 2 < base * 8 ? hk_ace.delay * 2 : base * 8;
+    } else if (++hk_ace.calm >= HK_ACE_CALM) {
+        hk_ace.calm = 0;
+        hk_ace.delay = hk_ace.delay / 2 > base ? hk_ace.delay / 2 : base;
+    }
+
+    /* Budgets: what was taken again from free memory lately. */
+    unsigned h = hk_ace.hist++ % HK_ACE_HISTORY;
+    hk_ace.pool_reuse[h] = pd.reuse_bytes - hk_ace.last.reuse_bytes;
+    hk_ace.large_reuse[h] = ld.reuse_bytes - hk_ace.last_large_reuse;
+    hk_ace.large_peak[h] = ld.peak_live_bytes;
+    size_t pool_budget = hk_max_of(hk_ace.pool_reuse, HK_ACE_HISTORY);
+    size_t large_budget = hk_max_of(hk_ace.large_reuse, HK_ACE_HISTORY);
+    size_t large_share = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
+    size_t large_max = (size_t)hk_cfg.large_cache_mb << 20;
+    large_share *= 2; /* room for free memory split between live blocks */
+    if (large_share < HK_LARGE_FLOOR) large_share = HK_LARGE_FLOOR;
+    if (large_max > large_share) large_max = large_share;
+    if (pool_budget < HK_POOL_FLOOR) pool_budget = HK_POOL_FLOOR;
+    if (large_budget < HK_LARGE_FLOOR) large_budget = HK_LARGE_FLOOR;
+    if (large_budget > large_max) large_budget = large_max;
+
+    hk_ace.last = pd;
+    hk_ace.last_large_reuse = ld.reuse_bytes;
+    hk_ace.last_large_refault = ld.refault_bytes;
+
+    /* The container's limit. */
+    if (hk_ace.cg_limit && ++hk_ace.cg_windows >= HK_ACE_CG_WINDOWS) {
+        size_t limit, usage = hk_cgroup_read(&limit);
+        hk_ace.cg_windows = 0;
+        hk_ace.pressure = !limit || !usage          ? 0
+                          : usage >= limit / 10 * 9 ? 2
+                          : usage >= limit / 4 * 3  ? 1
+                                                    : 0;
+    }
+    uint64_t delay = hk_ace.delay;
+    unsigned ss_cache = hk_cfg.ss_cache, share_shift = 2;
+    size_t large_cap = (size_t)hk_cfg.large_cache_mb << 20;
+    if (hk_ace.pressure == 1) {
+        pool_budget /= 4;
+        large_budget /= 4;
+        large_cap /= 4;
+        share_shift = 4;
+        delay /= 4;
+        ss_cache /= 2;
+    } else if (hk_ace.pressure == 2) {
+        pool_budget = large_budget = large_cap = 0;
+        share_shift = 63;
+        delay = delay / 16 < HK_ACE_WINDOW_MS ? delay / 16 : HK_ACE_WINDOW_MS;
+        ss_cache = 0;
+    }
+    for (unsigned c = 0; c < HK_NCLASS; c++)
+        atomic_store_explicit(&hk_pol.soft_cap[c], hk_ace.pressure == 2 ? 0 : hk_ace.cap[c],
+                              memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.purge_delay_ms, delay, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.pool_budget, pool_budget, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.large_budget, large_budget, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.ss_cache, ss_cache, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.pool_share_shift, share_shift, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.large_cap, large_cap, memory_order_relaxed);
+}

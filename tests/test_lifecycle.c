@@ -1,0 +1,510 @@
+/* The memory lifecycle: the mid and large tiers, EMPTY recycling, soft caps, exact stage
+ * counts, release by time and by demand, the large cache, ACE and the cgroup limit.
+ *
+ * Each mode runs in a process of its own under the configuration tests/run.sh gives it (the
+ * configuration is read once, at the first allocation, before main):
+ *   stages   HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 HAKMEM_PURGE_DELAY_MS=60000
+ *   fixed    HAKMEM_ACE=0 HAKMEM_SOFT_CAP=2 HAKMEM_PURGE_DELAY_MS=200 HAKMEM_UNMAP_DELAY_MS=400
+ *   ace      HAKMEM_ACE=1 (defaults otherwise)
+ *   cgroup   HAKMEM_ACE=1 HAKMEM_CGROUP=<a directory with memory.max and memory.current>
+ *   bg       HAKMEM_ACE=0 HAKMEM_BG_THREAD=1 HAKMEM_PURGE_DELAY_MS=100
+ * and every mode first checks that its configuration is the one in force. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "hakmem.h"
+#include "size_class.h"
+#include "superslab.h"
+
+static struct hak_stats stats(void) {
+    struct hak_stats s;
+    hak_stats_get(&s);
+    return s;
+}
+
+static size_t syscalls(const struct hak_stats *s) {
+    return s->os_mmap + s->os_munmap + s->os_madvise + s->os_mremap;
+}
+
+static void sleep_ms(unsigned ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Resident pages of [p, p+len), page-aligned inward. */
+static size_t resident(const void *p, size_t len) {
+    uintptr_t a = hk_align_up((uintptr_t)p, 4096), e = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+    if (e <= a) return 0;
+    size_t n = (e - a) / 4096, r = 0;
+    unsigned char vec[4096];
+    for (size_t i = 0; i < n; i += sizeof vec) {
+        size_t k = n - i < sizeof vec ? n - i : sizeof vec;
+        if (mincore((void *)(a + i * 4096), k * 4096, vec) != 0) return (size_t)-1;
+        for (size_t j = 0; j < k; j++) r += vec[j] & 1;
+    }
+    return r;
+}
+
+/* A slow path that runs the process-wide tick: a large-tier block (aligned beyond a slot). */
+static void tick(void) {
+    void *p = hak_memalign((size_t)1 << 17, 64);
+    hak_free(p);
+}
+
+/* A pattern in every 509th byte and the last one, depending on seed. */
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i += 509) p[i] = (unsigned char)(i * 7 + seed);
+    p[n - 1] = (unsigned char)seed;
+}
+
+/* Whether the first n bytes of a block of len bytes filled with seed still hold the pattern. */
+static int filled(const unsigned char *p, size_t n, size_t len, unsigned seed) {
+    for (size_t i = 0; i < n; i += 509)
+        if (p[i] != (unsigned char)(i * 7 + seed)) return 0;
+    return n < len || p[len - 1] == (unsigned char)seed;
+}
+
+static unsigned class_index(size_t n) { return hk_class_of(n); }
+
+/* ============================================================================================ */
+/* stages: the acquire stages, exactly, for a scripted sequence. With no soft cap, a slab that
+ * empties goes to the pool at once. Spans of the 1 MiB class take 16 slots, so a SuperSlab
+ * holds one of them beside anything else. */
+
+TEST(stages_config) {
+    struct hak_stats s = stats();
+    CHECKF(s.soft_cap[class_index(1 << 20)] == 0 && s.purge_delay_ms == 60000,
+           "run with HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 HAKMEM_PURGE_DELAY_MS=60000");
+}
+
+TEST(stage_counts_follow_the_script) {
+    void *anchor = hak_malloc(16); /* a SuperSlab exists, its low slots taken */
+    struct hak_stats a = stats(), b;
+    const size_t M = (size_t)1 << 20, H = (size_t)1 << 19;
+#define DELTA(f) (b.f - a.f)
+#define EXPECT(s1, s2, s3c, s3m)                                                                \
+    do {                                                                                        \
+        b = stats();                                                                            \
+        CHECKF(DELTA(acquire_stage1) == (s1) && DELTA(acquire_stage2) == (s2) &&               \
+                   DELTA(acquire_stage3_cache) == (s3c) && DELTA(acquire_stage3_mmap) == (s3m), \
+               "line %d: stages %zu %zu %zu %zu, expected %d %d %d %d", __LINE__,              \
+               DELTA(acquire_stage1), DELTA(acquire_stage2), DELTA(acquire_stage3_cache),       \
+               DELTA(acquire_stage3_mmap), s1, s2, s3c, s3m);                                   \
+        a = b;                                                                                  \
+    } while (0)
+    /* A 16-slot run in the anchor's SuperSlab: stage 2. */
+    void *x = hak_malloc(M);
+    EXPECT(0, 1, 0, 0);
+    /* No second run of 16 there, no cached SuperSlab: a new one. */
+    void *y = hak_malloc(M);
+    EXPECT(0, 0, 0, 1);
+    /* y's span empties and goes to the pool (no soft cap): the new SuperSlab has no ACTIVE
+     * slot left and is cached. */
+    size_t cached = a.superslabs_cached_now;
+    hak_free(y);
+    b = stats();
+    CHECK(DELTA(slab_release) == 1 && b.superslabs_cached_now == cached + 1);
+    a = b;
+    /* A 512 KiB block needs a 16-slot span too: none is EMPTY for its class and none free in
+     * the anchor's SuperSlab (x holds it), so the cached SuperSlab serves it: stage 3, cache. */
+    void *h = hak_malloc(H);
+    EXPECT(0, 0, 1, 0);
+    CHECK(b.superslabs_cached_now == cached);
+    /* Both spans go back EMPTY; x's is the one of its class. */
+    hak_free(h);
+    hak_free(x);
+    b = stats();
+    CHECK(DELTA(slab_release) == 2);
+    a = b;
+    /* The EMPTY span of the 1 MiB class serves it again: stage 1. */
+    x = hak_malloc(M);
+    EXPECT(1, 0, 0, 0);
+    hak_free(x);
+    hak_free(anchor);
+#undef EXPECT
+#undef DELTA
+}
+
+/* ============================================================================================ */
+/* fixed: the fixed policy (no ACE), a soft cap of 2, short delays. */
+
+TEST(fixed_config) {
+    struct hak_stats s = stats();
+    CHECKF(s.soft_cap[class_index(2048)] == 2 && s.purge_delay_ms == 200 &&
+               s.unmap_delay_ms == 400,
+           "run with HAKMEM_ACE=0 HAKMEM_SOFT_CAP=2 HAKMEM_PURGE_DELAY_MS=200 "
+           "HAKMEM_UNMAP_DELAY_MS=400");
+}
+
+/* Fill ten slabs of a class, free everything: nine empty slabs, two kept by the thread (the
+ * soft cap), seven in the pool. Allocating as much again maps nothing new. */
+TEST(empty_slabs_recycled_and_soft_cap_obeyed) {
+    enum { PER = 32, N = 10 * PER }; /* 2 KiB blocks, 32 to a slab */
+    static void *p[N];
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(2048);
+    struct hak_stats a = stats();
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    struct hak_stats b = stats();
+    CHECKF(b.slab_release - a.slab_release == 7, "released %zu", b.slab_release - a.slab_release);
+    CHECKF(b.pool_empty_bytes_now - a.pool_empty_bytes_now == 7 * HK_SLAB_SIZE,
+           "EMPTY bytes %zu -> %zu", a.pool_empty_bytes_now, b.pool_empty_bytes_now);
+    for (int i = 0; i < N; i++) {
+        p[i] = hak_malloc(2048);
+        CHECK(p[i] != NULL);
+    }
+    struct hak_stats c = stats();
+    CHECK(c.acquire_stage3_mmap == b.acquire_stage3_mmap && c.os_mmap == b.os_mmap);
+    CHECKF(c.acquire_stage1 - b.acquire_stage1 == 7, "stage 1: %zu",
+           c.acquire_stage1 - b.acquire_stage1);
+    CHECK(c.pool_empty_bytes_now == a.pool_empty_bytes_now);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+}
+
+/* Sizes on both sides of every boundary: small, mid and large tiers. */
+TEST(boundaries_of_every_tier) {
+    static const size_t edges[] = {128, 1024, 32768, 40960, 65536, 131072, 262144, 524288,
+                                   1048576, 2097152, 4194304};
+    for (unsigned e = 0; e < sizeof edges / sizeof *edges; e++) {
+        for (size_t n = edges[e] - 1; n <= edges[e] + 1; n++) {
+            unsigned char *p = hak_malloc(n);
+            CHECKF(p != NULL, "n=%zu", n);
+            if (!p) return;
+            size_t u = hak_usable_size(p);
+            CHECKF(((uintptr_t)p & 15) == 0, "n=%zu p=%p", n, (void *)p);
+            CHECKF(u >= n, "n=%zu usable=%zu", n, u);
+            if (n <= HK_MID_MAX) CHECKF(n <= 128 || (u - n) * 4 < n, "n=%zu usable=%zu", n, u);
+            else CHECKF(u == hk_align_up(n, 4096), "n=%zu usable=%zu", n, u);
+            fill(p, n, (unsigned)n);
+            CHECK(filled(p, n, n, (unsigned)n));
+            hak_free(p);
+            /* The same size again is likely the same memory: calloc must clear it. */
+            p = hak_calloc(1, n);
+            CHECK(p != NULL);
+            size_t nz = 0;
+            for (size_t i = 0; i < n; i++) nz += p[i] != 0;
+            CHECKF(nz == 0, "calloc(%zu): %zu bytes not zero", n, nz);
+            hak_free(p);
+        }
+    }
+}
+
+/* Every power-of-two alignment up to twice the SuperSlab size, in every tier, with a usable
+ * size close to the request. */
+TEST(alignment_in_every_tier) {
+    static const size_t sizes[] = {1, 100, 5000, 50000, 700000, 3000000};
+    for (size_t align = 16; align <= 2 * HK_SS_SIZE; align *= 2) {
+        for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            size_t n = sizes[i];
+            void *p = NULL;
+            int rc = hak_posix_memalign(&p, align, n);
+            CHECKF(rc == 0 && p != NULL, "align %zu n %zu: %d", align, n, rc);
+            if (!p) return;
+            size_t u = hak_usable_size(p);
+            CHECKF(((uintptr_t)p & (align - 1)) == 0, "align %zu n %zu: %p", align, n, p);
+            CHECKF(u >= n, "align %zu n %zu usable %zu", align, n, u);
+            size_t close = align <= HK_SLAB_SIZE ? (2 * n > align ? 2 * n : align)
+                                                 : hk_align_up(n, 4096);
+            if (close < 4096) close = 4096;
+            CHECKF(u <= close, "align %zu n %zu usable %zu (more than %zu)", align, n, u, close);
+            memset(p, 0x5a, n);
+            hak_free(p);
+        }
+    }
+    void *p = hak_memalign(HK_SS_SIZE, 100);
+    CHECK(p && hak_usable_size(p) <= 4096);
+    hak_free(p);
+    CHECK(hak_posix_memalign(&p, 2 * HK_SS_SIZE, 100) == 0 && hak_usable_size(p) <= 4096);
+    hak_free(p);
+    p = hak_aligned_alloc((size_t)1 << 16, (size_t)1 << 16);
+    CHECK(p && ((uintptr_t)p & 0xffff) == 0 && hak_usable_size(p) == (size_t)1 << 16);
+    hak_free(p);
+}
+
+/* One block through every tier and back, its contents checked at every step. */
+TEST(realloc_across_tiers_keeps_contents) {
+    static const size_t steps[] = {10,      1000,    30000,    40000,   100000,  900000,
+                                   1048576, 1048577, 3000000,  50000000, 8000000, 2000000,
+                                   500000,  33000,   200,      8};
+    unsigned char *p = NULL;
+    size_t have = 0;
+    for (unsigned s = 0; s < sizeof steps / sizeof *steps; s++) {
+        size_t n = steps[s];
+        p = hak_realloc(p, n);
+        CHECKF(p != NULL, "step %u", s);
+        if (!p) return;
+        size_t keep = have < n ? have : n;
+        CHECKF(!keep || filled(p, keep, have, s - 1), "step %u: %zu -> %zu lost bytes", s, have,
+               n);
+        fill(p, n, s);
+        have = n;
+    }
+    hak_free(p);
+}
+
+/* After a warm-up, large allocate/free pairs make no system call at all. */
+TEST(large_cache_loop_makes_no_syscalls) {
+    unsigned seed = 1;
+    for (int i = 0; i < 20; i++) {
+        seed = seed * 1103515245 + 12345;
+        size_t n = ((size_t)2 << 20) + (seed >> 4) % ((size_t)6 << 20);
+        unsigned char *p = hak_malloc(n);
+        p[0] = p[n - 1] = 1;
+        hak_free(p);
+    }
+    struct hak_stats a = stats();
+    for (int i = 0; i < 2000; i++) {
+        seed = seed * 1103515245 + 12345;
+        size_t n = ((size_t)2 << 20) + (seed >> 4) % ((size_t)6 << 20);
+        unsigned char *p = hak_malloc(n);
+        CHECK(p != NULL);
+        p[0] = p[n / 2] = p[n - 1] = 1;
+        hak_free(p);
+    }
+    struct hak_stats b = stats();
+    CHECKF(syscalls(&b) == syscalls(&a), "%zu system calls in 2000 pairs",
+           syscalls(&b) - syscalls(&a));
+    CHECK(b.large_cache_hits - a.large_cache_hits == 2000);
+}
+
+/* Nothing is given back the moment it is free; after the delay it is, on the next slow path. */
+TEST(decay_releases_idle_pages_after_the_delay) {
+    /* 3.5 KiB blocks, 18 to a slab, of a class no earlier test used: slab k holds blocks
+     * k*18 .. k*18+17. */
+    enum { PER = 18, SLABS = 64, N = SLABS * PER };
+    static unsigned char *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = hak_malloc(3500);
+        memset(p[i], 1, 3500);
+    }
+    size_t big_n = (size_t)8 << 20;
+    unsigned char *big = hak_malloc(big_n);
+    memset(big, 1, big_n);
+    /* Slabs 0 and 1 empty first and are kept (soft cap 2); 2..62 go to the pool; 63 is
+     * current. Their pages, slab by slab: */
+#define POOLED_RESIDENT(total)                                                                 \
+    do {                                                                                       \
+        total = 0;                                                                             \
+        for (int k = 2; k < SLABS - 1; k++)                                                    \
+            total += resident(hk_slab_base(hk_slab_of((uintptr_t)p[k * PER])), HK_SLAB_SIZE);   \
+    } while (0)
+    size_t pages;
+    struct hak_stats a = stats();
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    hak_free(big);
+    struct hak_stats b = stats();
+    CHECK(b.os_madvise == a.os_madvise && b.os_munmap == a.os_munmap);
+    POOLED_RESIDENT(pages);
+    CHECKF(pages == (SLABS - 3) * 16, "EMPTY slabs released at once: %zu pages left", pages);
+    CHECK(resident(big, big_n) == big_n / 4096);
+    sleep_ms(300);
+    tick();
+    struct hak_stats c = stats();
+    POOLED_RESIDENT(pages);
+    CHECKF(pages == 0, "%zu pages of EMPTY slabs resident", pages);
+#undef POOLED_RESIDENT
+    CHECKF(resident(big + (1 << 20), big_n - (1 << 20)) == 0, "%zu pages of a free extent resident",
+           resident(big + (1 << 20), big_n - (1 << 20)));
+    CHECK(c.pool_purged_bytes - b.pool_purged_bytes >= 61 * HK_SLAB_SIZE);
+    CHECK(c.large_purged_bytes > b.large_purged_bytes);
+    /* Fully free SuperSlabs are unmapped after the longer delay. */
+    sleep_ms(500);
+    tick();
+    struct hak_stats d = stats();
+    CHECKF(d.superslabs_unmapped > c.superslabs_unmapped, "no SuperSlab unmapped");
+}
+
+/* malloc_trim(0) releases everything idle at once, and says whether it released anything. */
+TEST(trim_releases_everything_and_reports_it) {
+    enum { N = 3000 };
+    static void *p[N];
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(700 + (size_t)(i % 7) * 3000);
+    void *big = hak_malloc((size_t)5 << 20);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    hak_free(big);
+    CHECK(hak_trim() == 1);
+    struct hak_stats s = stats();
+    CHECK(s.pool_empty_bytes_now == 0 && s.superslabs_cached_now == 0);
+    CHECK(s.large_free_dirty_now == 0 && s.large_free_clean_now == 0);
+    CHECK(hak_trim() == 0);
+}
+
+/* Sizes no mapping can hold: NULL with ENOMEM, nothing damaged, later requests served. */
+TEST(impossible_sizes_fail_cleanly) {
+    void *keep = hak_malloc((size_t)3 << 20);
+    memset(keep, 3, (size_t)3 << 20);
+    errno = 0;
+    CHECK(hak_malloc((size_t)1 << 46) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(hak_malloc(SIZE_MAX - 4096) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(hak_calloc((size_t)1 << 40, (size_t)1 << 30) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(hak_realloc(keep, (size_t)1 << 46) == NULL && errno == ENOMEM);
+    CHECK(((unsigned char *)keep)[((size_t)3 << 20) - 1] == 3);
+    void *p = NULL;
+    CHECK(hak_posix_memalign(&p, HK_SS_SIZE, (size_t)1 << 46) == ENOMEM);
+    p = hak_malloc((size_t)3 << 20);
+    CHECK(p != NULL);
+    hak_free(p);
+    p = hak_malloc(100);
+    CHECK(p != NULL);
+    hak_free(p);
+    hak_free(keep);
+}
+
+/* ============================================================================================ */
+/* ace: ACE raises the soft cap of a class whose slabs make round trips to the pool, and gives
+ * back at once memory that is freed and not wanted again (a burst). */
+
+TEST(ace_config) {
+    struct hak_stats s = stats();
+    CHECKF(s.soft_cap[class_index(8192)] == 1, "run with HAKMEM_ACE=1 (cap %zu)",
+           s.soft_cap[class_index(8192)]);
+}
+
+TEST(ace_raises_the_cap_of_a_thrashing_class) {
+    enum { PER = 8, N = 8 * PER }; /* 8 KiB blocks, 8 to a slab */
+    static void *p[N];
+    unsigned c = class_index(8192);
+    size_t first = 0, last = 0;
+    for (int round = 0; round < 40; round++) {
+        struct hak_stats a = stats();
+        for (int i = 0; i < N; i++) p[i] = hak_malloc(8192);
+        for (int i = 0; i < N; i++) hak_free(p[i]);
+        struct hak_stats b = stats();
+        if (round == 0) first = b.slab_release - a.slab_release;
+        last = b.slab_release - a.slab_release;
+        sleep_ms(20);
+    }
+    struct hak_stats s = stats();
+    CHECKF(s.soft_cap[c] >= 4, "cap %zu", s.soft_cap[c]);
+    CHECKF(first >= 5 && last < first, "slabs to the pool per round: %zu first, %zu last",
+           first, last);
+}
+
+TEST(ace_gives_a_burst_back_at_once) {
+    enum { N = 400 };
+    static void *p[N];
+    size_t bytes = 0;
+    for (int i = 0; i < N; i++) {
+        size_t n = 65536 + (size_t)(i % 16) * 12288; /* mid sizes, 64..250 KiB */
+        p[i] = hak_malloc(n);
+        memset(p[i], 1, n);
+        bytes += n;
+    }
+    struct hak_stats a = stats();
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    struct hak_stats b = stats();
+    CHECKF(b.pool_empty_bytes_now <= b.pool_budget, "EMPTY %zu, budget %zu",
+           b.pool_empty_bytes_now, b.pool_budget);
+    CHECKF(b.pool_purged_bytes - a.pool_purged_bytes >= bytes / 2, "released %zu of %zu",
+           b.pool_purged_bytes - a.pool_purged_bytes, bytes);
+}
+
+/* ============================================================================================ */
+/* cgroup: near the container's limit, ACE keeps nothing free. */
+
+static void write_file(const char *dir, const char *name, const char *value) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(value, f);
+        fclose(f);
+    }
+}
+
+TEST(cgroup_pressure_shrinks_the_caches) {
+    const char *dir = getenv("HAKMEM_CGROUP");
+    CHECKF(dir != NULL, "run with HAKMEM_CGROUP set");
+    if (!dir) return;
+    /* Far from the limit: the usual budgets. */
+    for (int i = 0; i < 60; i++) {
+        sleep_ms(25);
+        tick();
+    }
+    struct hak_stats a = stats();
+    CHECKF(a.pool_budget > 0 && a.large_budget > 0, "budgets %zu %zu", a.pool_budget,
+           a.large_budget);
+    /* At 95% of it: nothing is kept. */
+    write_file(dir, "memory.current", "950000000\n");
+    for (int i = 0; i < 60; i++) {
+        sleep_ms(25);
+        tick();
+    }
+    struct hak_stats b = stats();
+    CHECKF(b.pool_budget == 0 && b.large_budget == 0 && b.ss_cache_max == 0,
+           "budgets %zu %zu, cache %zu", b.pool_budget, b.large_budget, b.ss_cache_max);
+    CHECKF(b.soft_cap[class_index(4096)] == 0, "cap %zu", b.soft_cap[class_index(4096)]);
+    enum { N = 1024 };
+    static void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = hak_malloc(4096);
+        memset(p[i], 1, 4096);
+    }
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    struct hak_stats c = stats();
+    CHECKF(c.pool_empty_bytes_now == 0, "EMPTY %zu under pressure", c.pool_empty_bytes_now);
+    /* Back under: the budgets return. */
+    write_file(dir, "memory.current", "100000000\n");
+    for (int i = 0; i < 60; i++) {
+        sleep_ms(25);
+        tick();
+    }
+    struct hak_stats d = stats();
+    CHECK(d.pool_budget > 0);
+}
+
+/* ============================================================================================ */
+/* bg: with the background thread, idle memory goes back with no call into hakmem at all. */
+
+TEST(background_thread_releases_without_calls) {
+    struct hak_stats s = stats();
+    CHECKF(s.purge_delay_ms == 100, "run with HAKMEM_BG_THREAD=1 HAKMEM_PURGE_DELAY_MS=100");
+    size_t n = (size_t)8 << 20;
+    unsigned char *big = hak_malloc(n);
+    memset(big, 1, n);
+    hak_free(big);
+    CHECK(resident(big, n) == n / 4096);
+    sleep_ms(600);
+    CHECKF(resident(big, n) == 0, "%zu pages resident", resident(big, n));
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "";
+    TEST_MAIN_BEGIN("lifecycle");
+    if (!strcmp(mode, "stages")) {
+        RUN(stages_config);
+        RUN(stage_counts_follow_the_script);
+    } else if (!strcmp(mode, "fixed")) {
+        RUN(fixed_config);
+        RUN(empty_slabs_recycled_and_soft_cap_obeyed);
+        RUN(boundaries_of_every_tier);
+        RUN(alignment_in_every_tier);
+        RUN(realloc_across_tiers_keeps_contents);
+        RUN(large_cache_loop_makes_no_syscalls);
+        RUN(decay_releases_idle_pages_after_the_delay);
+        RUN(trim_releases_everything_and_reports_it);
+        RUN(impossible_sizes_fail_cleanly);
+    } else if (!strcmp(mode, "ace")) {
+        RUN(ace_config);
+        RUN(ace_raises_the_cap_of_a_thrashing_class);
+        RUN(ace_gives_a_burst_back_at_once);
+    } else if (!strcmp(mode, "cgroup")) {
+        RUN(cgroup_pressure_shrinks_the_caches);
+    } else if (!strcmp(mode, "bg")) {
+        RUN(background_thread_releases_without_calls);
+    } else {
+        fprintf(stderr, "usage: test_lifecycle stages|fixed|ace|cgroup|bg\n");
+        return 2;
+    }
+    TEST_MAIN_END();
+}
