@@ -12,6 +12,7 @@
 #define HK_ACE_CG_WINDOWS 10   /* the cgroup's usage is read once a second */
 #define HK_POOL_FLOOR ((size_t)4 << 20)
 #define HK_LARGE_FLOOR ((size_t)16 << 20)
+#define HK_SS_BYTES ((size_t)2 << 20)
 
 /* Only the decay tick calls hk_ace_update, under its mutex: this state is single-threaded. */
 static struct {
@@ -40,7 +41,9 @@ void hk_ace_init(void) {
     }
     atomic_store_explicit(&hk_pol.demand, 1, memory_order_relaxed);
     hk_ace.delay = hk_cfg.purge_delay_ms;
-    atomic_store_explicit(&hk_pol.pool_budget, HK_POOL_FLOOR, memory_order_relaxed);
+    /* Until the first window has measured anything, keep what the fixed policy keeps. */
+    atomic_store_explicit(&hk_pol.pool_budget, (size_t)hk_cfg.ss_cache * HK_SS_BYTES,
+                          memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_budget, HK_LARGE_FLOOR, memory_order_relaxed);
     hk_ace.cg_limit = hk_cgroup_init(hk_cfg.cgroup);
 }
@@ -122,18 +125,18 @@ void hk_ace_update(uint64_t now) {
                                                     : 0;
     }
     uint64_t delay = hk_ace.delay;
-    unsigned ss_cache = hk_cfg.ss_cache, share_shift = 2;
+    unsigned ss_cache = hk_cfg.ss_cache, share = 4;
     size_t large_cap = (size_t)hk_cfg.large_cache_mb << 20;
     if (hk_ace.pressure == 1) {
         pool_budget /= 4;
         large_budget /= 4;
         large_cap /= 4;
-        share_shift = 4;
+        share = 1;
         delay /= 4;
         ss_cache /= 2;
     } else if (hk_ace.pressure == 2) {
         pool_budget = large_budget = large_cap = 0;
-        share_shift = 63;
+        share = 0;
         delay = delay / 16 < HK_ACE_WINDOW_MS ? delay / 16 : HK_ACE_WINDOW_MS;
         ss_cache = 0;
     }
@@ -144,6 +147,6 @@ void hk_ace_update(uint64_t now) {
     atomic_store_explicit(&hk_pol.pool_budget, pool_budget, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_budget, large_budget, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.ss_cache, ss_cache, memory_order_relaxed);
-    atomic_store_explicit(&hk_pol.pool_share_shift, share_shift, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.pool_share, share, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_cap, large_cap, memory_order_relaxed);
 }

@@ -311,7 +311,12 @@ static size_t hk_large_budget(void) {
     return budget > peak ? budget : peak;
 }
 
-static int hk_large_over(void) { return hk_free_dirty > hk_large_budget(); }
+/* As in the pool: a free releases at once only beyond the budget and a quarter; the tick
+ * trims to the budget. */
+static int hk_large_over(void) {
+    size_t budget = hk_large_budget();
+    return hk_free_dirty > budget + budget / 4;
+}
 
 void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
     if (align < HK_PAGE_SIZE) align = HK_PAGE_SIZE;

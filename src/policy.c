@@ -10,7 +10,7 @@ struct hk_policy hk_pol = {
     .pool_budget = (size_t)32 << 20,
     .large_budget = (size_t)256 << 20,
     .ss_cache = 16,
-    .pool_share_shift = 2,
+    .pool_share = 4,
     .large_cap = (size_t)256 << 20,
 };
 
@@ -29,7 +29,7 @@ void hk_policy_init(void) {
     atomic_store_explicit(&hk_pol.large_budget, (size_t)hk_cfg.large_cache_mb << 20,
                           memory_order_relaxed);
     atomic_store_explicit(&hk_pol.ss_cache, hk_cfg.ss_cache, memory_order_relaxed);
-    atomic_store_explicit(&hk_pol.pool_share_shift, 2, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.pool_share, 4, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_cap, (size_t)hk_cfg.large_cache_mb << 20,
                           memory_order_relaxed);
 }

@@ -23,11 +23,12 @@ struct hk_policy {
      * free extents beyond these are released at once, oldest first. */
     _Atomic size_t pool_budget, large_budget;
     /* With ACE, each tier also keeps what its demand calls for right now, which ACE cannot
-     * see before its next window: the pool up to its ACTIVE bytes >> pool_share_shift and up
-     * to the EMPTY bytes taken again since the window began; the large tier up to twice the
-     * peak of its live bytes since then, at most large_cap. 0 without ACE. */
+     * see before its next window: the pool up to pool_share times its ACTIVE bytes and up to
+     * the EMPTY bytes taken again since the window began (and as many free SuperSlabs as that
+     * makes); the large tier up to twice the peak of its live bytes since then, at most
+     * large_cap. 0 without ACE. */
     _Atomic int demand;
-    _Atomic unsigned pool_share_shift;    /* 2: a quarter of the ACTIVE bytes; 63: none */
+    _Atomic unsigned pool_share;          /* 4; less near a cgroup limit */
     _Atomic size_t large_cap;             /* HAKMEM_LARGE_CACHE_MB, or less under pressure */
     _Atomic unsigned ss_cache;            /* fully free SuperSlabs kept mapped */
 };

@@ -233,20 +233,35 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
 /* --- release and decay ---------------------------------------------------------------------- */
 
 /* EMPTY bytes kept regardless of age: the policy's budget, or with ACE what demand calls for
- * now: a share of the ACTIVE bytes, and the EMPTY bytes taken again in this window. */
+ * now: a multiple of the ACTIVE bytes (a program that shrinks and grows again finds its memory
+ * resident; one that has freed nearly everything, as after a burst, does not keep it), and
+ * the EMPTY bytes taken again in this window. */
 static size_t hk_pool_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
-    unsigned shift = atomic_load_explicit(&hk_pol.pool_share_shift, memory_order_relaxed);
-    size_t share = shift < 64 ? (hk_nactive_slots * HK_SLAB_SIZE) >> shift : 0;
+    unsigned share = atomic_load_explicit(&hk_pol.pool_share, memory_order_relaxed);
+    size_t active = hk_nactive_slots * HK_SLAB_SIZE;
     size_t reuse = (size_t)(hk_reuse_bytes - hk_reuse_mark);
-    if (share > budget) budget = share;
-    return reuse > budget && shift < 64 ? reuse : budget;
+    if (share && active * share > budget) budget = active * share;
+    return share && reuse > budget ? reuse : budget;
 }
 
+/* Free SuperSlabs kept mapped: the policy's count, or with ACE as many as the budget holds. */
+static size_t hk_cache_max(size_t budget) {
+    size_t n = atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
+    if (n && atomic_load_explicit(&hk_pol.demand, memory_order_relaxed) &&
+        budget / HK_SS_SIZE > n)
+        n = budget / HK_SS_SIZE;
+    return n;
+}
+
+/* Whether a release should release memory right away: beyond the budget and a quarter. Up
+ * to that, the next tick (within 10 ms) trims to the budget, by when reuse in the same window
+ * has had a chance to raise it. */
 static int hk_pool_over(void) {
-    return hk_empty_bytes > hk_pool_budget() ||
-           hk_ncache > atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
+    size_t budget = hk_pool_budget();
+    budget += budget / 4;
+    return hk_empty_bytes > budget || hk_ncache > hk_cache_max(budget);
 }
 
 void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
@@ -280,8 +295,7 @@ size_t hk_pool_decay(uint64_t now, int force) {
         unsigned np = 0, nu = 0;
         pthread_mutex_lock(&hk_pool_mutex);
         uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
-        size_t budget = hk_pool_budget();
-        unsigned ncache_max = atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
+        size_t budget = hk_pool_budget(), ncache_max = hk_cache_max(budget);
         /* Cached SuperSlabs first: unmapping one also drops its EMPTY slabs, with no madvise. */
         struct hk_superslab *ss = hk_cache_tail;
         while (ss && nu < HK_DECAY_BATCH) {
