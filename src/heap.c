@@ -339,6 +339,9 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
 
 static int hk_heap_init(struct hk_heap *h) {
     if (!hk_init()) return 0;
+    /* Start-up may allocate (pthread_atfork, the background thread): that nested call has set
+     * this heap up already, and its slabs belong to the record it made. */
+    if (h->owner) return 1;
     h->owner = hk_owner_new();
     if (!h->owner) return 0;
     hk_heap_watch_exit(h);
