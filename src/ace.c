@@ -11,7 +11,7 @@
 #define HK_ACE_CALM 50         /* windows without refaults before the delay halves (5 s) */
 #define HK_ACE_CG_WINDOWS 10   /* the cgroup's usage is read once a second */
 #define HK_POOL_FLOOR ((size_t)4 << 20)
-#define HK_LARGE_FLOOR ((size_t)16 << 20)
+#define HK_LARGE_FLOOR ((size_t)64 << 20)
 #define HK_SS_BYTES ((size_t)2 << 20)
 
 /* Only the decay tick calls hk_ace_update, under its mutex: this state is single-threaded. */
