@@ -16,6 +16,8 @@
 
 HK_TLS struct hk_heap hk_tls = {
     .tag = {[0 ... HK_TAGS - 1] = HK_TAG_NONE},
+#define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
+    .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
     .class_table = {HK_CLASS_TABLE_INIT},
     .own = {[0 ... HK_OWN_TAGS - 1] = HK_TAG_NONE},
 };
@@ -114,14 +116,20 @@ static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s
     struct hk_slab *old = h->cur[c];
     if (old) {
         uintptr_t base = (uintptr_t)hk_slab_base(old);
-        if (h->tag[hk_tag_index(base)] == base) h->tag[hk_tag_index(base)] = HK_TAG_NONE;
+        unsigned t = hk_tag_index(base);
+        if (h->tag[t] == base) {
+            h->tag[t] = HK_TAG_NONE;
+            h->tag_lim[t] = 0;
+        }
     }
     h->cur[c] = s;
     if (s && c < HK_NSMALL) {
         /* A current slab already on this tag loses it: its frees take the slow path. */
         uintptr_t base = (uintptr_t)hk_slab_base(s);
-        h->tag[hk_tag_index(base)] = base;
-        h->tag_cls[hk_tag_index(base)] = (uint8_t)c;
+        unsigned t = hk_tag_index(base);
+        h->tag[t] = base;
+        h->tag_lim[t] = (uintptr_t)s->carved * s->bsize;
+        h->tag_cls[t] = (uint8_t)c;
     }
 }
 
@@ -144,6 +152,9 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     h->free[c] = p;
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
     s->used = s->carved;
+    /* Free's fast path takes what was carved, nothing beyond. */
+    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    if (h->tag[hk_tag_index(base)] == base) h->tag_lim[hk_tag_index(base)] = (uintptr_t)s->carved * bs;
 }
 
 /* --- retention and the tick ----------------------------------------------------------------- */
@@ -264,7 +275,12 @@ void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
     if (HK_LIKELY(h->own[hk_own_index(a)] == (a & HK_TAG_MASK))) {
         /* One of this thread's other small slabs (p is 16-byte aligned in it). */
-        hk_local_free(h, hk_slot_of(a), p);
+        struct hk_slab *s = hk_slot_of(a);
+        if (HK_UNLIKELY(hk_slab_block_index(s, a) < 0)) {
+            hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
+            return;
+        }
+        hk_local_free(h, s, p);
         return;
     }
     if (HK_LIKELY(hk_is_superslab(a))) {

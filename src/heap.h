@@ -2,9 +2,11 @@
  *
  * Fast paths (inlined into malloc and free, see malloc.c):
  *   malloc(n): class from the thread's copy of the class table, pop free[c].
- *   free(p):   tag[(p >> 16) % HK_TAGS] == (p & ~0xfff0) means p is 16-byte aligned and lies
- *              in one of this thread's current small slabs, of class tag_cls[...]: push p onto
- *              free[c].
+ *   free(p):   t = (p >> 16) % HK_TAGS; off = p - tag[t] below tag_lim[t] means p lies in the
+ *              carved part of one of this thread's current small slabs, of class c =
+ *              tag_cls[t]; off a multiple of the class size (one multiply, see HK_BLOCK_DIV)
+ *              means p is a block start; p not the head of free[c] means it is not the block
+ *              just freed: push p onto free[c].
  * No lock, no atomic, no call, no map lookup and no write to slab metadata on either. The tag
  * table holds only current slabs, so a hit proves ownership. A miss goes to the slow path,
  * which first looks p's slab up in a second table of the thread's other slabs (own[]) and
@@ -37,7 +39,9 @@
 struct hk_heap {
     void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
     uintptr_t tag[HK_TAGS];               /* base addresses of current slabs */
+    uintptr_t tag_lim[HK_TAGS];           /* bytes carved in them (0: no slab) */
     uint8_t tag_cls[HK_TAGS];             /* their classes */
+    uint32_t block_div[HK_NSMALL];        /* HK_BLOCK_DIV of each small class size */
     uint8_t class_table[HK_TABLE_MAX / 16 + 1]; /* copy of hk_class_table */
     struct hk_slab *cur[HK_NCLASS + 1];   /* current slab per class */
     struct hk_owner *owner;               /* NULL until the first slow-path call */

@@ -57,13 +57,18 @@ HK_EXPORT void *hak_malloc(size_t n) {
 static inline void hk_free_inline(void *p) {
     uintptr_t a = (uintptr_t)p;
     unsigned t = (unsigned)(a >> HK_SLAB_SHIFT) & (HK_TAGS - 1);
-    if (HK_LIKELY(hk_tls.tag[t] == (a & HK_TAG_MASK))) {
+    uintptr_t off = a - hk_tls.tag[t];
+    if (HK_LIKELY(off < hk_tls.tag_lim[t])) {
         unsigned c = hk_tls.tag_cls[t];
-        void *head = hk_tls.free[c];
-        if (HK_LIKELY(head != p)) {
-            *(void **)p = head;
-            hk_tls.free[c] = p;
-            return;
+        /* A block start, and not the block just freed: anything else is validated (and
+         * reported) by the slow path. */
+        if (HK_LIKELY((uint32_t)off * hk_tls.block_div[c] <= HK_BLOCK_START_MAX)) {
+            void *head = hk_tls.free[c];
+            if (HK_LIKELY(head != p)) {
+                *(void **)p = head;
+                hk_tls.free[c] = p;
+                return;
+            }
         }
     }
     hk_heap_free_slow(p, "free");

@@ -32,6 +32,28 @@
     16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17, 17, /* 513..768 */          \
     18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19  /* 769..1024 */
 
+/* The class sizes, small then mid, as X-macro lists: the size table and the thread heap's
+ * block-start divisors (heap.h) both come from them. */
+#define HK_SMALL_SIZES(X)                                                                      \
+    X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)                  /* 0..7: 16 apart */    \
+    X(160) X(192) X(224) X(256) X(320) X(384) X(448) X(512)            /* 8..15 */             \
+    X(640) X(768) X(896) X(1024) X(1280) X(1536) X(1792) X(2048)       /* 16..23 */            \
+    X(2560) X(3072) X(3584) X(4096) X(5120) X(6144) X(7168) X(8192)    /* 24..31 */            \
+    X(10240) X(12288) X(14336) X(16384) X(20480) X(24576) X(28672) X(32768) /* 32..39 */
+#define HK_MID_SIZES(X)                                                                        \
+    X(40960) X(49152) X(57344) X(65536) X(81920) X(98304) X(114688) X(131072) /* 40..47 */     \
+    X(163840) X(196608) X(229376) X(262144) X(327680) X(393216) X(458752) X(524288)           \
+    X(655360) X(786432) X(917504) X(1048576)                          /* 56..59 */
+
+/* Block-start test without a division: for an offset off < 2^16 into a slab of class size
+ * d <= 2^15, off is a multiple of d exactly when (uint32_t)(off * HK_BLOCK_DIV(d)) < 2^16.
+ * With c = ceil(2^32 / d) = (2^32 + e) / d, e < d: a multiple i * d gives i * e < 2^16, and
+ * anything else gives at least c >= 2^17 (Lemire, Kaser and Kurz, "Faster remainder by direct
+ * computation", 2019). One bound for every class keeps free's fast path at a multiply and a
+ * compare with a constant; test_size_class checks every offset of every class. */
+#define HK_BLOCK_DIV(d) ((uint32_t)(0xffffffffu / (uint32_t)(d) + 1u))
+#define HK_BLOCK_START_MAX 0xffffu /* the product for a block start is at most this */
+
 extern const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
 extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
 /* Slots (64 KiB each) of one slab of the class: 1 for small classes, 5..16 for mid ones. */

@@ -2,6 +2,7 @@
  * checks that hakmem reports it in one line and aborts (or carries on, if told to). */
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,23 @@ int main(int argc, char **argv) {
         free(q);
     } else if (!strcmp(m, "free-misaligned")) {
         free(p + 8);
+    } else if (!strcmp(m, "free-interior")) {
+        /* Inside a live block of the thread's current slab: the fast path's own ground. */
+        char *volatile q = malloc(256);
+        free(q + 64);
+    } else if (!strcmp(m, "free-interior-48")) {
+        /* A class whose size is no power of two; 16-byte aligned, yet no block start. */
+        char *volatile q = malloc(48);
+        free(q + 16);
+    } else if (!strcmp(m, "free-uncarved")) {
+        /* Beyond what the current slab has carved so far. */
+        char *volatile q = malloc(1000); /* its slab carves 16 blocks of 1 KiB at a time */
+        free((char *)((uintptr_t)q & ~(uintptr_t)0xffff) + 1024 * 60);
+    } else if (!strcmp(m, "free-interior-owned")) {
+        /* Inside a block of a slab the thread owns that is no longer its current one. */
+        char *first = malloc(512);
+        for (int i = 0; i < 1000; i++) (void)!malloc(512); /* a 64 KiB slab holds 128 */
+        free(first + 256);
     } else if (!strcmp(m, "double-free")) {
         free(p);
         free(p);

@@ -51,6 +51,20 @@ TEST(spans_hold_whole_blocks) {
     }
 }
 
+/* free's fast path trusts the multiply test for every offset into a slab. */
+TEST(block_start_test_is_exact_for_every_offset) {
+    static const uint32_t div[HK_NSMALL] = {
+#define DIV_ENTRY(d) HK_BLOCK_DIV(d),
+        HK_SMALL_SIZES(DIV_ENTRY)};
+    for (unsigned c = 0; c < HK_NSMALL; c++) {
+        uint32_t d = hk_class_size[c];
+        CHECKF(div[c] == HK_BLOCK_DIV(d), "class %u", c);
+        for (uint32_t off = 0; off < HK_SLAB_SIZE; off++)
+            CHECKF(((uint32_t)(off * div[c]) <= HK_BLOCK_START_MAX) == (off % d == 0), "class %u off %u", c,
+                   off);
+    }
+}
+
 int main(void) {
     TEST_MAIN_BEGIN("size_class");
     RUN(spacing_16_at_the_bottom);
@@ -59,5 +73,6 @@ int main(void) {
     RUN(class_sizes_increase_and_keep_alignment);
     RUN(table_agrees_with_arithmetic_where_both_apply);
     RUN(spans_hold_whole_blocks);
+    RUN(block_start_test_is_exact_for_every_offset);
     TEST_MAIN_END();
 }
