@@ -1,6 +1,7 @@
 #include "ace.h"
 
 #include "cgroup.h"
+#include "clock.h"
 #include "config.h"
 #include "large.h"
 #include "policy.h"
@@ -13,6 +14,8 @@
 #define HK_POOL_FLOOR ((size_t)4 << 20)
 #define HK_LARGE_FLOOR ((size_t)64 << 20)
 #define HK_SS_BYTES ((size_t)2 << 20)
+#define HK_LARGE_SHARE_MIN 2   /* room for free memory split between live blocks */
+#define HK_LARGE_SHARE_MAX 8
 
 /* Only the decay tick calls hk_ace_update, under its mutex: this state is single-threaded. */
 static struct {
@@ -24,6 +27,7 @@ static struct {
     unsigned hist;
     uint16_t quiet[HK_NCLASS];
     unsigned calm;
+    unsigned large_share;    /* free large memory kept, in multiples of the live peak */
     uint64_t delay;          /* purge delay before any pressure adjustment */
     unsigned cap[HK_NCLASS]; /* soft caps before any pressure adjustment */
     size_t cg_limit;
@@ -41,10 +45,15 @@ void hk_ace_init(void) {
     }
     atomic_store_explicit(&hk_pol.demand, 1, memory_order_relaxed);
     hk_ace.delay = hk_cfg.purge_delay_ms;
+    hk_ace.large_share = HK_LARGE_SHARE_MIN;
+    /* The first window closes once it has seen something: closed at once, it would find no
+     * demand and drop every budget to its floor. */
+    hk_ace.next_window = hk_now_ms() + HK_ACE_WINDOW_MS;
     /* Until the first window has measured anything, keep what the fixed policy keeps. */
     atomic_store_explicit(&hk_pol.pool_budget, (size_t)hk_cfg.ss_cache * HK_SS_BYTES,
                           memory_order_relaxed);
-    atomic_store_explicit(&hk_pol.large_budget, HK_LARGE_FLOOR, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.large_budget, (size_t)hk_cfg.large_cache_mb << 20,
+                          memory_order_relaxed);
     hk_ace.cg_limit = hk_cgroup_init(hk_cfg.cgroup);
 }
 
@@ -90,9 +99,13 @@ void hk_ace_update(uint64_t now) {
     if (refault) {
         hk_ace.calm = 0;
         hk_ace.delay = hk_ace.delay * 2 < base * 8 ? hk_ace.delay * 2 : base * 8;
+        /* Large pages released for the budget and faulted in again: the budget was short. */
+        if (ld.refault_bytes != hk_ace.last_large_refault && hk_ace.large_share < HK_LARGE_SHARE_MAX)
+            hk_ace.large_share *= 2;
     } else if (++hk_ace.calm >= HK_ACE_CALM) {
         hk_ace.calm = 0;
         hk_ace.delay = hk_ace.delay / 2 > base ? hk_ace.delay / 2 : base;
+        if (hk_ace.large_share > HK_LARGE_SHARE_MIN) hk_ace.large_share /= 2;
     }
 
     /* Budgets: what was taken again from free memory lately. */
@@ -104,7 +117,7 @@ void hk_ace_update(uint64_t now) {
     size_t large_budget = hk_max_of(hk_ace.large_reuse, HK_ACE_HISTORY);
     size_t large_share = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
     size_t large_max = (size_t)hk_cfg.large_cache_mb << 20;
-    large_share *= 2; /* room for free memory split between live blocks */
+    large_share *= hk_ace.large_share;
     if (large_share < HK_LARGE_FLOOR) large_share = HK_LARGE_FLOOR;
     if (large_max > large_share) large_max = large_share;
     if (pool_budget < HK_POOL_FLOOR) pool_budget = HK_POOL_FLOOR;

@@ -145,9 +145,9 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
         return NULL;
     }
     if (hk_is_superslab((uintptr_t)p)) {
-        /* Small and mid blocks stay where they are while the new size still fits and does not
-         * waste more than half of the block. */
-        if (n <= have && (have <= 128 || n > have / 2)) return p;
+        /* Small and mid blocks stay where they are while the new size still fits and fills at
+         * least half of the block: a buffer halved stays put, as with the peers. */
+        if (n <= have && (have <= 128 || n >= have / 2)) return p;
         return hk_realloc_move(p, have, n);
     }
     if (n > HK_MID_MAX) {

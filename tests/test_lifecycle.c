@@ -370,6 +370,24 @@ TEST(ace_config) {
            s.soft_cap[class_index(8192)]);
 }
 
+/* Until its first window has measured demand, ACE keeps what the fixed policy keeps (a first
+ * window closed at once, before any demand was seen, used to drop the large budget to its
+ * floor, and programs of big blocks paid page faults for it). */
+TEST(ace_starts_from_the_fixed_budgets) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 40; i++) tick(); /* slow paths: the tick runs */
+    struct hak_stats s = stats();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    if (ms > 50) {
+        fprintf(stderr, "  (took %.0f ms: the first window may have closed; not checked)\n", ms);
+        return;
+    }
+    CHECKF(s.large_budget == (size_t)256 << 20, "large budget %zu MiB", s.large_budget >> 20);
+    CHECKF(s.pool_budget == (size_t)16 * HK_SS_SIZE, "pool budget %zu MiB", s.pool_budget >> 20);
+}
+
 TEST(ace_raises_the_cap_of_a_thrashing_class) {
     enum { PER = 8, N = 8 * PER }; /* 8 KiB blocks, 8 to a slab */
     static void *p[N];
@@ -516,6 +534,7 @@ int main(int argc, char **argv) {
         RUN(impossible_sizes_fail_cleanly);
     } else if (!strcmp(mode, "ace")) {
         RUN(ace_config);
+        RUN(ace_starts_from_the_fixed_budgets);
         RUN(ace_raises_the_cap_of_a_thrashing_class);
         RUN(ace_gives_a_burst_back_at_once);
     } else if (!strcmp(mode, "cgroup")) {
