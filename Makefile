@@ -1,6 +1,8 @@
 # hakmem build.
 #   make            release library: build/libhakmem.so and build/libhakmem.a (-O2, no asserts)
 #   make debug      the same with assertions and -O1 -g: build/debug/
+#   make hardened   the hardened build (encoded free lists, guards, random carving; see
+#                   docs/RELIABILITY.md): build/hardened/libhakmem.so and .a
 #   make test       every test (unit, API, randomized, threads, real programs, bench smoke)
 #   make test-asan  the unit, API and randomized tests under ASan+UBSan (hak_* API only)
 #   make test-tsan  the threaded tests under ThreadSanitizer (hak_* API only)
@@ -14,6 +16,7 @@ CFLAGS_COMMON := -std=c11 -Wall -Wextra -Wshadow -fPIC -pthread -fvisibility=hid
                  -fno-builtin-realloc -Iinclude
 CFLAGS_RELEASE := -O2 -g -DNDEBUG
 CFLAGS_DEBUG   := -O1 -g -DHK_DEBUG
+CFLAGS_HARDENED := -O2 -g -DNDEBUG -DHK_HARDENED
 CFLAGS_ASAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=address,undefined \
                   -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS_TSAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=thread
@@ -22,10 +25,11 @@ LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined
 SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakmem.h
 
-.PHONY: all release debug test test-asan test-tsan bench bench-deps clean
+.PHONY: all release debug hardened test test-asan test-tsan bench bench-deps clean
 all: release
 release: build/libhakmem.so build/libhakmem.a
 debug: build/debug/libhakmem.so build/debug/libhakmem.a
+hardened: build/hardened/libhakmem.so build/hardened/libhakmem.a
 
 # One pattern per flavour: objects go to build/<flavour>/obj.
 build/obj/%.o: src/%.c $(HDRS)
@@ -34,6 +38,9 @@ build/obj/%.o: src/%.c $(HDRS)
 build/debug/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS_DEBUG) $(CFLAGS) -c $< -o $@
+build/hardened/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS_HARDENED) $(CFLAGS) -c $< -o $@
 build/asan/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS_ASAN) $(CFLAGS) -c $< -o $@
@@ -43,6 +50,7 @@ build/tsan/obj/%.o: src/%.c $(HDRS)
 
 OBJS       := $(SRCS:src/%.c=build/obj/%.o)
 DEBUG_OBJS := $(SRCS:src/%.c=build/debug/obj/%.o)
+HARDENED_OBJS := $(SRCS:src/%.c=build/hardened/obj/%.o)
 ASAN_OBJS  := $(SRCS:src/%.c=build/asan/obj/%.o)
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/obj/%.o)
 
@@ -54,6 +62,10 @@ build/debug/libhakmem.so: $(DEBUG_OBJS)
 	$(CC) $(LDFLAGS_SO) -o $@ $^
 build/debug/libhakmem.a: $(DEBUG_OBJS)
 	rm -f $@ && ar rcs $@ $^
+build/hardened/libhakmem.so: $(HARDENED_OBJS)
+	$(CC) $(LDFLAGS_SO) -o $@ $^
+build/hardened/libhakmem.a: $(HARDENED_OBJS)
+	rm -f $@ && ar rcs $@ $^
 build/asan/libhakmem.a: $(ASAN_OBJS)
 	rm -f $@ && ar rcs $@ $^
 build/tsan/libhakmem.a: $(TSAN_OBJS)
@@ -63,11 +75,14 @@ build/tsan/libhakmem.a: $(TSAN_OBJS)
 TEST_CFLAGS := -std=c11 -Wall -Wextra -O1 -g -pthread -Iinclude -Isrc -Itests
 UNIT_TESTS  := test_size_class test_slab test_api test_random test_threads
 TSAN_TESTS  := test_threads test_random
+# The hardened build's tests: those of the API and its behaviour, not of the layout.
+HARDENED_TESTS := test_api test_random test_threads
 # Run by tests/run.sh once per mode, each under the configuration the mode needs.
 MODE_TESTS  := test_lifecycle
 TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug) \
                $(MODE_TESTS:%=build/tests/%) $(MODE_TESTS:%=build/tests/%_debug) \
-               build/tests/test_api_preload build/tests/test_misuse build/tests/test_no_keys \
+               build/tests/test_api_preload build/tests/test_misuse build/tests/test_misuse_first \
+               build/tests/test_no_keys \
                build/tests/cxx_program
 
 build/tests/%: tests/%.c tests/check.h build/libhakmem.a
@@ -76,6 +91,9 @@ build/tests/%: tests/%.c tests/check.h build/libhakmem.a
 build/tests/%_debug: tests/%.c tests/check.h build/debug/libhakmem.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< build/debug/libhakmem.a
+build/tests/%_hardened: tests/%.c tests/check.h build/hardened/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DHK_HARDENED -o $@ $< build/hardened/libhakmem.a
 build/tests/%_asan: tests/%.c tests/check.h build/asan/libhakmem.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $(CFLAGS_ASAN) -o $@ $< build/asan/libhakmem.a
@@ -86,17 +104,21 @@ build/tests/%_tsan: tests/%.c tests/check.h build/tsan/libhakmem.a
 build/tests/test_api_preload: tests/test_api.c tests/check.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DUSE_LIBC_NAMES -o $@ $< -ldl
-# Programs run under LD_PRELOAD, linked against plain libc.
-build/tests/test_misuse build/tests/test_no_keys: build/tests/%: tests/%.c
+# Programs run under LD_PRELOAD, linked against plain libc. The misuse cases are built without
+# optimisation and builtins, so that the compiler keeps every bad write and call as written.
+build/tests/test_no_keys: build/tests/%: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $<
+build/tests/test_misuse build/tests/test_misuse_first: build/tests/%: tests/%.c
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -O0 -fno-builtin -o $@ $<
 build/tests/cxx_program: tests/cxx_program.cpp
 	@mkdir -p $(@D)
 	g++ -std=c++17 -O2 -Wall -Wextra -o $@ $<
 
 SAN_BINS := $(UNIT_TESTS:%=build/tests/%_asan) $(MODE_TESTS:%=build/tests/%_asan) \
             $(TSAN_TESTS:%=build/tests/%_tsan)
-test: release debug $(TEST_BINS) $(SAN_BINS)
+test: release debug hardened $(TEST_BINS) $(SAN_BINS) $(HARDENED_TESTS:%=build/tests/%_hardened)
 	@tests/run.sh
 
 test-asan: $(UNIT_TESTS:%=build/tests/%_asan)

@@ -1,6 +1,8 @@
 /* Reads HAKMEM_* variables with getenv only: no allocation, safe before the heap exists. */
 #include "config.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +15,7 @@ struct hk_config hk_cfg = {
     .ace = 1,
     .bg_thread = 0,
     .stats = 0,
-    .abort_on_misuse = 1,
+    .on_error = HK_ON_ERROR_ABORT,
     .cgroup = "",
 };
 
@@ -36,7 +38,16 @@ static void hk_env_bool(const char *name, int *out) {
     *out = (int)v;
 }
 
+static _Atomic int hk_cfg_state; /* 0 not read, 1 being read, 2 read */
+
 void hk_config_load(void) {
+    int st = atomic_load_explicit(&hk_cfg_state, memory_order_acquire);
+    if (HK_LIKELY(st == 2)) return;
+    st = 0;
+    if (!atomic_compare_exchange_strong(&hk_cfg_state, &st, 1)) {
+        while (atomic_load_explicit(&hk_cfg_state, memory_order_acquire) != 2) sched_yield();
+        return;
+    }
     hk_env_uint("HAKMEM_PURGE_DELAY_MS", &hk_cfg.purge_delay_ms, 3600u * 1000u);
     hk_env_uint("HAKMEM_UNMAP_DELAY_MS", &hk_cfg.unmap_delay_ms, 3600u * 1000u);
     hk_env_uint("HAKMEM_SS_CACHE", &hk_cfg.ss_cache, 1u << 20);
@@ -45,10 +56,13 @@ void hk_config_load(void) {
     hk_env_bool("HAKMEM_ACE", &hk_cfg.ace);
     hk_env_bool("HAKMEM_BG_THREAD", &hk_cfg.bg_thread);
     hk_env_bool("HAKMEM_STATS", &hk_cfg.stats);
-    hk_env_bool("HAKMEM_ABORT_ON_MISUSE", &hk_cfg.abort_on_misuse);
+    const char *e = getenv("HAKMEM_ON_ERROR");
+    if (e && !strcmp(e, "warn")) hk_cfg.on_error = HK_ON_ERROR_WARN;
+    else if (e && !strcmp(e, "abort")) hk_cfg.on_error = HK_ON_ERROR_ABORT;
     const char *cg = getenv("HAKMEM_CGROUP");
     if (cg && strlen(cg) < sizeof hk_cfg.cgroup) strcpy(hk_cfg.cgroup, cg);
     /* Pages are released before mappings: an unmap delay shorter than the purge delay would
      * leave nothing to release. */
     if (hk_cfg.unmap_delay_ms < hk_cfg.purge_delay_ms) hk_cfg.unmap_delay_ms = hk_cfg.purge_delay_ms;
+    atomic_store_explicit(&hk_cfg_state, 2, memory_order_release);
 }

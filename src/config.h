@@ -14,13 +14,16 @@ struct hk_config {
     int ace;                 /* HAKMEM_ACE: adapt caps, caches and delays to demand */
     int bg_thread;           /* HAKMEM_BG_THREAD: a thread that purges on time */
     int stats;               /* HAKMEM_STATS: print counters to stderr at exit */
-    int abort_on_misuse;     /* HAKMEM_ABORT_ON_MISUSE: abort after reporting a bad free */
+    int on_error;            /* HAKMEM_ON_ERROR: HK_ON_ERROR_ABORT or HK_ON_ERROR_WARN */
     char cgroup[256];        /* HAKMEM_CGROUP: cgroup directory to watch ("" = the process's) */
 };
 
+enum { HK_ON_ERROR_ABORT, HK_ON_ERROR_WARN };
+
 extern struct hk_config hk_cfg HK_INTERNAL;
 
-/* Fills hk_cfg from the environment. Called once, from hk_init. */
+/* Fills hk_cfg from the environment the first time it is called (from hk_init, or from the
+ * first report if that comes first); later calls return at once. Thread-safe. */
 void hk_config_load(void) HK_INTERNAL;
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "decay.h"
+#include "guard.h"
 #include "init.h"
 #include "large.h"
 #include "orphan.h"
@@ -143,13 +144,48 @@ static inline uint32_t hk_carve_batch(uint32_t bsize) {
     return bsize <= HK_SMALL_MAX ? 8 : 1;
 }
 
+#ifdef HK_HARDENED
+/* The hardened build hands a batch out in random order, so that where the next block lands
+ * cannot be predicted from where the last one did; each block gets its "free" trailer. */
+static uint64_t hk_heap_random(struct hk_heap *h) {
+    if (h->rng == 0) h->rng = (hk_secret.guard ^ (uintptr_t)h) | 1;
+    h->rng ^= h->rng << 13;
+    h->rng ^= h->rng >> 7;
+    h->rng ^= h->rng << 17;
+    return h->rng;
+}
+
+static void *hk_carve_list(struct hk_heap *h, char *p, uint32_t n, uint32_t bs) {
+    uint16_t order[HK_SLAB_SIZE / 16];
+    for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
+    for (uint32_t i = n; i > 1; i--) {
+        uint32_t j = (uint32_t)(hk_heap_random(h) % i);
+        uint16_t t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+    }
+    void *head = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        char *b = p + (size_t)order[i] * bs;
+        hk_guard_trailer_set(b, bs, HK_GUARD_FREE);
+        hk_block_push(&head, b);
+    }
+    return head;
+}
+#else
+/* Links a batch in address order: blocks are handed out as they lie. */
+static void *hk_carve_list(struct hk_heap *h, char *p, uint32_t n, uint32_t bs) {
+    (void)h;
+    void *head = NULL;
+    for (uint32_t i = n; i-- > 0;) hk_block_push(&head, p + (size_t)i * bs);
+    return head;
+}
+#endif
+
 static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     uint32_t bs = s->bsize, n = hk_carve_batch(bs), left = s->capacity - s->carved;
     if (n > left) n = left;
-    char *p = hk_slab_base(s) + (size_t)s->carved * bs;
-    for (uint32_t i = 0; i + 1 < n; i++) *(void **)(p + (size_t)i * bs) = p + (size_t)(i + 1) * bs;
-    *(void **)(p + (size_t)(n - 1) * bs) = NULL;
-    h->free[c] = p;
+    h->free[c] = hk_carve_list(h, hk_slab_base(s) + (size_t)s->carved * bs, n, bs);
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
     s->used = s->carved;
     /* Free's fast path takes what was carved, nothing beyond. */
@@ -221,13 +257,11 @@ void hk_heap_trim(void) {
 
 /* Frees block p of slab s, which the calling thread owns. */
 static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) {
-    void **b = p;
-    if (HK_UNLIKELY(b == s->free || s->used == 0)) {
+    if (HK_UNLIKELY(p == s->free || s->used == 0)) {
         hk_report("free", p, "double free");
         return;
     }
-    b[0] = s->free;
-    s->free = b;
+    hk_block_push(&s->free, p);
     if (--s->used == 0) {
         if (s->list == HK_LIST_CURRENT) {
             /* A small slab stays current: its blocks are reused next. A mid span is big
@@ -260,14 +294,62 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
     }
 }
 
-/* Applies the frees other threads queued for this heap. */
-static void hk_heap_drain(struct hk_heap *h) {
-    void **b = hk_owner_take(h->owner);
+/* Frees the blocks of an inbox list. A link that leads out of every SuperSlab was
+ * overwritten (a write to a block after its free): reported, and the rest is dropped. */
+static void hk_heap_free_list(struct hk_heap *h, void *b) {
     while (b) {
-        void **next = b[0];
+        if (HK_UNLIKELY(!hk_is_superslab((uintptr_t)b))) {
+            hk_report("free", b, "corrupted free list (a freed block was written to)");
+            return;
+        }
+        void *next = hk_link_get(b);
         hk_free_dispatch(h, hk_slab_of((uintptr_t)b), b);
         b = next;
     }
+}
+
+/* Applies the frees other threads queued for this heap. */
+static void hk_heap_drain(struct hk_heap *h) { hk_heap_free_list(h, hk_owner_take(h->owner)); }
+
+/* Whether block p of slab s, which carries the free mark, is really free: for a slab of this
+ * thread, p is searched for on the free lists (a live block may hold the mark's value by
+ * chance); for another thread's slab the lists cannot be searched, and the mark, random per
+ * process, is taken as proof; an orphan's list is searched under its lock (orphan.c). */
+static int hk_heap_is_free(struct hk_heap *h, struct hk_slab *s, void *p) {
+    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
+    if (o == NULL) return 0;
+    if (o != h->owner) return 1;
+    hk_heap_drain(h); /* blocks freed to us remotely go to their slabs' lists */
+    unsigned c = s->cls;
+    return (h->cur[c] == s && hk_list_has(h->free[c], p, s->capacity)) ||
+           hk_list_has(s->free, p, s->capacity);
+}
+
+int hk_heap_block_is_free(struct hk_slab *s, void *p) {
+    return hk_marked_free(p) && hk_heap_is_free(&hk_tls, s, p);
+}
+
+#ifdef HK_HARDENED
+void hk_heap_guard_fail(void *p, int what, const char *op) {
+    hk_report(op, p, what == HK_GUARD_IS_FREE ? "double free"
+                     : what == HK_GUARD_BROKEN
+                         ? "heap overflow (the bytes after the block were overwritten)"
+                         : "heap overflow or underflow (the bytes before the block were overwritten)");
+}
+#endif
+
+/* The checks of a valid block start p of slab s before it is freed: not free already (the
+ * mark, confirmed), and in the hardened build intact guards. 0 after a report. */
+static int hk_heap_may_free(struct hk_heap *h, struct hk_slab *s, void *p, const char *op) {
+    if (HK_UNLIKELY(hk_marked_free(p)) && hk_heap_is_free(h, s, p)) {
+        hk_report(op, p, "double free");
+        return 0;
+    }
+#ifdef HK_HARDENED
+    return hk_heap_guard_free(p, s->bsize, (uintptr_t)p - (uintptr_t)hk_slab_base(s), op);
+#else
+    return 1;
+#endif
 }
 
 void hk_heap_free_slow(void *p, const char *op) {
@@ -280,6 +362,7 @@ void hk_heap_free_slow(void *p, const char *op) {
             hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
             return;
         }
+        if (!hk_heap_may_free(h, s, p, op)) return;
         hk_local_free(h, s, p);
         return;
     }
@@ -293,12 +376,9 @@ void hk_heap_free_slow(void *p, const char *op) {
             hk_report(op, p, twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
             return;
         }
-        /* Here: another thread's slab, an orphan, or one of ours whose table entry another
-         * slab took (possibly a current one: then p may be the head of our cache). */
-        if (HK_UNLIKELY(p == h->free[c] && h->cur[c] == s)) {
-            hk_report(op, p, "double free");
-            return;
-        }
+        /* Here: another thread's slab, an orphan, a mid span, or one of ours whose table
+         * entry another slab took, or a block the fast path found marked free. */
+        if (!hk_heap_may_free(h, s, p, op)) return;
         hk_free_dispatch(h, s, p);
         return;
     }
@@ -322,9 +402,14 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
             if (s->free && c >= HK_NSMALL) {
                 /* Mid classes take one block at a time: the cache never holds a span's free
                  * blocks, so a span whose blocks are all free is empty, and goes. */
-                void **b = s->free;
-                s->free = b[0];
-                b[0] = NULL;
+                void *b = s->free;
+                void *next = hk_link_get(b);
+                if (HK_UNLIKELY(next && hk_slab_block_index(s, (uintptr_t)next) < 0)) {
+                    hk_report("malloc", b, "corrupted free list (a freed block was written to)");
+                    next = NULL; /* the rest of the span's free blocks are lost */
+                }
+                s->free = next;
+                hk_link_set(b, NULL);
                 h->free[c] = b;
                 s->used++;
                 return 1;
@@ -385,6 +470,13 @@ void *hk_heap_refill(unsigned c) {
 
 void *hk_heap_refill_size(size_t n) { return hk_heap_refill(hk_class_of(n)); }
 
+void *hk_heap_corrupt(unsigned c, void *b) {
+    hk_report("malloc", b, "corrupted free list (a freed block was written to)");
+    /* The blocks left in the cache are lost: none of them can be trusted. */
+    hk_tls.free[c] = NULL;
+    return hk_heap_refill(c);
+}
+
 /* --- thread exit ---------------------------------------------------------------------------- */
 
 /* Hands an owned slab that is no longer current back to the pool, or orphans it. */
@@ -402,14 +494,14 @@ static void hk_heap_teardown(struct hk_heap *h) {
         struct hk_slab *s = h->cur[c];
         if (s) {
             /* The cache goes back onto the slab's own free list. */
-            void **b = h->free[c], **tail = NULL;
+            void *b = h->free[c], *tail = NULL;
             uint32_t n = 0;
-            for (; b; b = b[0]) {
+            for (; b; b = hk_link_get(b)) {
                 tail = b;
                 n++;
             }
             if (tail) {
-                tail[0] = s->free;
+                hk_link_set(tail, s->free);
                 s->free = h->free[c];
                 s->used -= n;
             }
@@ -432,12 +524,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
         }
     }
     /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */
-    void **b = hk_owner_close(h->owner);
-    while (b) {
-        void **next = b[0];
-        hk_free_dispatch(h, hk_slab_of((uintptr_t)b), b);
-        b = next;
-    }
+    hk_heap_free_list(h, hk_owner_close(h->owner));
     hk_owner_retire(h->owner);
     h->owner = NULL;
 }
@@ -446,6 +533,6 @@ uint32_t hk_heap_slab_live(const struct hk_slab *s) {
     const struct hk_heap *h = &hk_tls;
     uint32_t live = s->used;
     if (s->cls < HK_NCLASS && h->cur[s->cls] == s)
-        for (void **b = h->free[s->cls]; b; b = b[0]) live--;
+        for (void *b = h->free[s->cls]; b; b = hk_link_get(b)) live--;
     return live;
 }

@@ -26,6 +26,10 @@
 #ifndef HK_HEAP_H
 #define HK_HEAP_H
 
+#include "block.h"
+#ifdef HK_HARDENED
+#include "guard.h"
+#endif
 #include "owner.h"
 #include "size_class.h"
 #include "superslab.h"
@@ -53,6 +57,9 @@ struct hk_heap {
     uint64_t retained_mask;               /* classes with retained slabs */
     uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
     unsigned tick_countdown;              /* refills until the clock is read again */
+#ifdef HK_HARDENED
+    uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
+#endif
     /* Base addresses of owned slabs that are not current, indexed like tag[]: the first check
      * of free's slow path, so a free to any of this thread's slabs skips the chunk map. */
     uintptr_t own[HK_OWN_TAGS];
@@ -67,14 +74,71 @@ void *hk_heap_refill_size(size_t n) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
  * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
 void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;
+/* Whether block p (a block start) of slab s is free already: marked free and, where the
+ * calling thread can tell, found on a free list (see hk_heap_is_free in heap.c). */
+int hk_heap_block_is_free(struct hk_slab *s, void *p) HK_INTERNAL;
+#ifdef HK_HARDENED
+#define HK_GUARD_BEFORE 3 /* the block before p has a broken trailer */
+/* Reports what hk_heap_guard_free found (HK_GUARD_IS_FREE, _BROKEN or HK_GUARD_BEFORE). */
+void hk_heap_guard_fail(void *p, int what, const char *op) HK_INTERNAL HK_COLD;
+
+/* Checks the guards of block p (bsize bytes, off bytes into its slab) as it is freed (guard.h):
+ * reports what is wrong and returns 0, or marks the block's trailer free and returns 1. */
+static inline int hk_heap_guard_free(void *p, size_t bsize, size_t off, const char *op) {
+    size_t n;
+    int g = hk_guard_check(p, bsize, &n);
+    if (HK_UNLIKELY(g != HK_GUARD_OK)) {
+        hk_heap_guard_fail(p, g, op);
+        return 0;
+    }
+    if (HK_UNLIKELY(off >= bsize && !hk_guard_trailer_ok((char *)p - bsize, bsize))) {
+        hk_heap_guard_fail(p, HK_GUARD_BEFORE, op);
+        return 0;
+    }
+    hk_guard_trailer_set(p, bsize, HK_GUARD_FREE);
+    return 1;
+}
+#endif
 /* Gives the calling thread's kept empty slabs to the pool (malloc_trim). */
 void hk_heap_trim(void) HK_INTERNAL;
 
+/* Whether link n, read from free block b of class c's cache, may be followed. A write to a
+ * free block (after its free, or past the end of the block before it) overwrites the link;
+ * following it would hand out memory of the writer's choosing. The default build checks what
+ * is free: a link is 16-byte aligned (as glibc's tcache checks); the hardened build checks
+ * that it leads to a block start of the same slab (the cache holds blocks of the current
+ * slab only; a mid class's holds one block), and its links are encoded (block.h). */
+static inline int hk_link_ok(const void *b, const void *n, unsigned c) {
+#ifdef HK_HARDENED
+    uintptr_t x = (uintptr_t)n;
+    if (x == 0) return 1;
+    if (c >= HK_NSMALL || ((x ^ (uintptr_t)b) >> HK_SLAB_SHIFT) != 0) return 0;
+    return (uint32_t)(x & (HK_SLAB_SIZE - 1)) * hk_tls.block_div[c] <= HK_BLOCK_START_MAX;
+#else
+    (void)b;
+    (void)c;
+    return ((uintptr_t)n & 15) == 0;
+#endif
+}
+
+/* hk_link_ok for a class known to be small (c < HK_NSMALL). */
+static inline int hk_link_ok_small(const void *b, const void *n, unsigned c) {
+    if (c >= HK_NSMALL) __builtin_unreachable();
+    return hk_link_ok(b, n, c);
+}
+
+/* Reports the cache of class c as corrupt at block b; then (with HAKMEM_ON_ERROR=warn: by
+ * default the report aborts) drops the cache and allocates from a refill. */
+void *hk_heap_corrupt(unsigned c, void *b) HK_INTERNAL HK_COLD;
+
 /* Pops a block of class c, refilling if needed. */
 static inline void *hk_heap_alloc(unsigned c) {
-    void **b = hk_tls.free[c];
+    void *b = hk_tls.free[c];
     if (HK_LIKELY(b != NULL)) {
-        hk_tls.free[c] = b[0];
+        void *n = hk_link_get(b);
+        if (HK_UNLIKELY(!hk_link_ok(b, n, c))) return hk_heap_corrupt(c, b);
+        hk_tls.free[c] = n;
+        hk_mark_live(b);
         return b;
     }
     return hk_heap_refill(c);

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "ace.h"
+#include "block.h"
 #include "config.h"
 #include "decay.h"
 #include "large.h"
@@ -51,6 +52,7 @@ int hk_init(void) {
         return 1;
     }
     hk_config_load();
+    hk_block_init();
     hk_policy_init();
     hk_ace_init();
     atomic_store_explicit(&hk_state, HK_READY, memory_order_release);

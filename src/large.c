@@ -371,14 +371,28 @@ oom:
     return NULL;
 }
 
+/* Start addresses of the blocks freed last: a freed block merges with free neighbours and
+ * its start may no longer begin an extent, yet a second free of it is still a double free. */
+#define HK_RECENT 64
+static uintptr_t hk_recent[HK_RECENT];
+static unsigned hk_recent_next;
+
+static int hk_recently_freed(uintptr_t a) {
+    for (unsigned i = 0; i < HK_RECENT; i++)
+        if (hk_recent[i] == a) return 1;
+    return 0;
+}
+
 int hk_large_free(void *p) {
     uint64_t now = hk_now_ms();
     pthread_mutex_lock(&hk_large_mutex);
     struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
     if (!e || e->state != HK_EXT_LIVE) {
+        int twice = e != NULL || hk_recently_freed((uintptr_t)p);
         pthread_mutex_unlock(&hk_large_mutex);
-        return e ? -1 : 0;
+        return twice ? -1 : 0;
     }
+    hk_recent[hk_recent_next++ % HK_RECENT] = (uintptr_t)p;
     hk_tab_remove(&hk_by_start, e, 0);
     hk_live_n--;
     hk_live_bytes -= e->len;

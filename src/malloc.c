@@ -3,7 +3,10 @@
  *
  * malloc's and free's fast paths are here, written out so that a hit costs no call (heap.h
  * describes them). Requests up to HK_MID_MAX go to the thread heap (small and mid classes),
- * larger ones to the large tier (large.c); everything else is in heap.c. */
+ * larger ones to the large tier (large.c); everything else is in heap.c.
+ *
+ * The hardened build (HK_HARDENED) asks the heap for HK_GUARD_ROOM more bytes than requested
+ * and arms the guards of guard.h on every small and mid block; free checks them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
@@ -13,6 +16,7 @@
 #include "../include/hakmem.h"
 #include "clock.h"
 #include "decay.h"
+#include "guard.h"
 #include "heap.h"
 #include "large.h"
 #include "pool.h"
@@ -34,6 +38,52 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
     return p;
 }
 
+#ifdef HK_HARDENED
+/* Block bytes for a request of n: the guards' room (which keeps requests out of the 16-byte
+ * class, whose free blocks have no room for a trailer beside the link and the free mark).
+ * 0 if n is too big. */
+static inline size_t hk_guard_request(size_t n) {
+    size_t m = n + HK_GUARD_ROOM;
+    return m < n ? 0 : m;
+}
+
+/* A guarded block of class c for a request of n bytes, from the heap's slow path. */
+static HK_NOINLINE void *hk_guarded_refill(unsigned c, size_t n) {
+    void *p = hk_heap_refill(c);
+    if (p) hk_guard_arm(p, n, hk_class_size[c]);
+    return p;
+}
+
+/* The same after the cache of class c was found corrupt at block b (see hk_heap_corrupt). */
+static HK_NOINLINE void *hk_guarded_corrupt(unsigned c, void *b, size_t n) {
+    if ((b = hk_heap_corrupt(c, b)) != NULL) hk_guard_arm(b, n, hk_class_size[c]);
+    return b;
+}
+
+/* A guarded block of class c for a request of n bytes; small says c < HK_NSMALL (known where
+ * it is inlined, so that the link check drops the test). */
+static inline void *hk_guarded_alloc(unsigned c, size_t n, int small) {
+    void *b = hk_tls.free[c];
+    if (HK_LIKELY(b != NULL)) {
+        void *next = hk_link_get(b);
+        if (HK_UNLIKELY(!(small ? hk_link_ok_small(b, next, c) : hk_link_ok(b, next, c))))
+            return hk_guarded_corrupt(c, b, n);
+        hk_tls.free[c] = next;
+        hk_mark_live(b);
+        hk_guard_arm(b, n, hk_class_size[c]);
+        return b;
+    }
+    return hk_guarded_refill(c, n);
+}
+
+HK_EXPORT void *hak_malloc(size_t n) {
+    size_t m = hk_guard_request(n);
+    if (HK_LIKELY(m && m <= HK_TABLE_MAX))
+        return hk_guarded_alloc(hk_tls.class_table[(m + 15) >> 4], n, 1);
+    if (m && m <= HK_MID_MAX) return hk_guarded_alloc(hk_class_of_log(m), n, 0);
+    return hk_large_block(n, HK_PAGE_SIZE, 0);
+}
+#else
 static HK_NOINLINE void *hk_malloc_big(size_t n) {
     if (n <= HK_MID_MAX) return hk_heap_alloc(hk_class_of_log(n));
     return hk_large_block(n, HK_PAGE_SIZE, 0);
@@ -42,9 +92,12 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
 HK_EXPORT void *hak_malloc(size_t n) {
     if (HK_LIKELY(n <= HK_TABLE_MAX)) {
         unsigned c = hk_tls.class_table[(n + 15) >> 4];
-        void **b = hk_tls.free[c];
+        void *b = hk_tls.free[c];
         if (HK_LIKELY(b != NULL)) {
-            hk_tls.free[c] = b[0];
+            void *next = hk_link_get(b);
+            if (HK_UNLIKELY(!hk_link_ok(b, next, c))) return hk_heap_corrupt(c, b);
+            hk_tls.free[c] = next;
+            hk_mark_live(b);
             return b;
         }
         /* The refill takes the size, not the class: the hit path then needs no register move
@@ -53,6 +106,7 @@ HK_EXPORT void *hak_malloc(size_t n) {
     }
     return hk_malloc_big(n);
 }
+#endif
 
 static inline void hk_free_inline(void *p) {
     uintptr_t a = (uintptr_t)p;
@@ -60,15 +114,15 @@ static inline void hk_free_inline(void *p) {
     uintptr_t off = a - hk_tls.tag[t];
     if (HK_LIKELY(off < hk_tls.tag_lim[t])) {
         unsigned c = hk_tls.tag_cls[t];
-        /* A block start, and not the block just freed: anything else is validated (and
-         * reported) by the slow path. */
-        if (HK_LIKELY((uint32_t)off * hk_tls.block_div[c] <= HK_BLOCK_START_MAX)) {
-            void *head = hk_tls.free[c];
-            if (HK_LIKELY(head != p)) {
-                *(void **)p = head;
-                hk_tls.free[c] = p;
-                return;
-            }
+        /* A block start, and not marked free: anything else is validated (and reported)
+         * by the slow path. */
+        if (HK_LIKELY((uint32_t)off * hk_tls.block_div[c] <= HK_BLOCK_START_MAX &&
+                      !hk_marked_free(p))) {
+#ifdef HK_HARDENED
+            if (!hk_heap_guard_free(p, hk_class_size[c], off, "free")) return;
+#endif
+            hk_block_push(&hk_tls.free[c], p);
+            return;
         }
     }
     hk_heap_free_slow(p, "free");
@@ -76,6 +130,30 @@ static inline void hk_free_inline(void *p) {
 
 HK_EXPORT void hak_free(void *p) { hk_free_inline(p); }
 
+#ifdef HK_HARDENED
+/* free_sized and free_aligned_sized must be given the size that was asked for (C23): the
+ * hardened build knows it for small and mid blocks, and checks. */
+static void hk_free_checked_size(void *p, size_t size, const char *op) {
+    if (p && hk_is_superslab((uintptr_t)p)) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)p);
+        size_t n;
+        if (__atomic_load_n(&s->cls, __ATOMIC_ACQUIRE) != HK_CLS_NONE &&
+            hk_slab_block_index(s, (uintptr_t)p) >= 0 &&
+            hk_guard_check(p, s->bsize, &n) == HK_GUARD_OK && n != size) {
+            hk_report(op, p, "size differs from the size allocated");
+            return;
+        }
+    }
+    hk_free_inline(p);
+}
+
+HK_EXPORT void hak_free_sized(void *p, size_t size) { hk_free_checked_size(p, size, "free_sized"); }
+
+HK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) {
+    (void)alignment;
+    hk_free_checked_size(p, size, "free_aligned_sized");
+}
+#else
 HK_EXPORT void hak_free_sized(void *p, size_t size) {
     (void)size;
     hk_free_inline(p);
@@ -86,24 +164,42 @@ HK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) {
     (void)size;
     hk_free_inline(p);
 }
+#endif
 
-/* Usable size of a live block, or 0 after reporting p as invalid. */
-static size_t hk_usable(void *p, const char *op) {
+/* Usable size of live block p in *n: 1, or 0 after reporting p as invalid or free. */
+static int hk_usable(void *p, const char *op, size_t *n) {
     uintptr_t a = (uintptr_t)p;
     if (hk_is_superslab(a)) {
         struct hk_slab *s = hk_slab_of(a);
         if (HK_LIKELY(__atomic_load_n(&s->cls, __ATOMIC_ACQUIRE) != HK_CLS_NONE &&
-                      hk_slab_block_index(s, a) >= 0))
-            return s->bsize;
-    } else {
-        size_t n = hk_large_usable(p);
-        if (n) return n;
+                      hk_slab_block_index(s, a) >= 0)) {
+            if (HK_UNLIKELY(hk_heap_block_is_free(s, p))) {
+                hk_report(op, p, "use after free (the block is free)");
+                return 0;
+            }
+#ifdef HK_HARDENED
+            int g = hk_guard_check(p, s->bsize, n);
+            if (g == HK_GUARD_OK) return 1;
+            hk_report(op, p, g == HK_GUARD_IS_FREE
+                                 ? "use after free (the block is free)"
+                                 : "heap overflow (the bytes after the block were overwritten)");
+            return 0;
+#else
+            *n = s->bsize;
+            return 1;
+#endif
+        }
+    } else if ((*n = hk_large_usable(p)) != 0) {
+        return 1;
     }
     hk_report(op, p, "invalid pointer (not allocated by hakmem)");
     return 0;
 }
 
-HK_EXPORT size_t hak_usable_size(void *p) { return p ? hk_usable(p, "malloc_usable_size") : 0; }
+HK_EXPORT size_t hak_usable_size(void *p) {
+    size_t n;
+    return p && hk_usable(p, "malloc_usable_size", &n) ? n : 0;
+}
 
 HK_EXPORT int hak_owns(const void *p) {
     uintptr_t a = (uintptr_t)p;
@@ -138,8 +234,8 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
         hk_free_inline(p);
         return NULL;
     }
-    size_t have = hk_usable(p, "realloc");
-    if (have == 0) return NULL;
+    size_t have;
+    if (!hk_usable(p, "realloc", &have)) return NULL;
     if (n > HK_MAX_REQUEST) {
         errno = ENOMEM;
         return NULL;
@@ -147,7 +243,15 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
     if (hk_is_superslab((uintptr_t)p)) {
         /* Small and mid blocks stay where they are while the new size still fits and fills at
          * least half of the block: a buffer halved stays put, as with the peers. */
+#ifdef HK_HARDENED
+        size_t bsize = hk_slab_of((uintptr_t)p)->bsize, m = hk_guard_request(n);
+        if (m && m <= bsize && (bsize <= 128 || m >= bsize / 2)) {
+            hk_guard_arm(p, n, bsize);
+            return p;
+        }
+#else
         if (n <= have && (have <= 128 || n >= have / 2)) return p;
+#endif
         return hk_realloc_move(p, have, n);
     }
     if (n > HK_MID_MAX) {
@@ -177,10 +281,21 @@ static void *hk_alloc_aligned(size_t align, size_t n) {
         errno = ENOMEM;
         return NULL;
     }
-    size_t need = n < align ? align : n;
+    size_t need = n;
+#ifdef HK_HARDENED
+    if ((need = hk_guard_request(n)) == 0) need = HK_MAX_REQUEST; /* goes to the large tier */
+#endif
+    if (need < align) need = align;
     if (align <= HK_SLAB_SIZE && need <= HK_MID_MAX) {
-        for (unsigned c = hk_class_of(need); c < HK_NCLASS; c++)
-            if ((hk_class_size[c] & (align - 1)) == 0) return hk_heap_alloc(c);
+        for (unsigned c = hk_class_of(need); c < HK_NCLASS; c++) {
+            if ((hk_class_size[c] & (align - 1)) == 0) {
+#ifdef HK_HARDENED
+                return hk_guarded_alloc(c, n, 0);
+#else
+                return hk_heap_alloc(c);
+#endif
+            }
+        }
     }
     return hk_large_block(n, align, 0);
 }

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "block.h"
 #include "clock.h"
 #include "pool.h"
 #include "report.h"
@@ -57,19 +58,19 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
 }
 
 int hk_orphan_free(struct hk_slab *s, void *p) {
-    void **b = p;
+    void *b = p;
     pthread_mutex_lock(&hk_orphan_mutex);
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL) {
         pthread_mutex_unlock(&hk_orphan_mutex);
         return 0;
     }
-    if (HK_UNLIKELY(b == s->free || s->used == 0)) {
+    if (HK_UNLIKELY(s->used == 0 ||
+                    (hk_marked_free(b) && hk_list_has(s->free, b, s->capacity)))) {
         pthread_mutex_unlock(&hk_orphan_mutex);
         hk_report("free", p, "double free");
         return 1;
     }
-    b[0] = s->free;
-    s->free = b;
+    hk_block_push(&s->free, b);
     if (--s->used == 0) {
         if (s->list == HK_LIST_ORPHAN_FULL) hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         else hk_orphan_partial_unlink(s);

@@ -13,12 +13,13 @@
 
 #include <stdatomic.h>
 
+#include "block.h"
 #include "common.h"
 
 #define HK_INBOX_CLOSED ((void *)1)
 
 struct hk_owner {
-    _Atomic(void *) inbox;      /* blocks freed remotely, linked through their first word */
+    _Atomic(void *) inbox;      /* blocks freed remotely, linked as block.h says */
     struct hk_owner *next_free; /* recycling list */
     char pad[48];               /* one cache line per record: pushers contend on it */
 };
@@ -31,9 +32,10 @@ void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
 /* Pushes block b; returns 0 (b untouched) if the inbox is closed. */
 static inline int hk_owner_push(struct hk_owner *o, void *b) {
     void *old = atomic_load_explicit(&o->inbox, memory_order_relaxed);
+    hk_mark_free(b);
     do {
         if (old == HK_INBOX_CLOSED) return 0;
-        *(void **)b = old;
+        hk_link_set(b, old);
     } while (!atomic_compare_exchange_weak_explicit(&o->inbox, &old, b, memory_order_release,
                                                     memory_order_acquire));
     return 1;

@@ -1,5 +1,6 @@
 /* Misuse reports: one line on stderr naming the operation, the address and the problem, then
- * abort() (unless HAKMEM_ABORT_ON_MISUSE=0, in which case the operation does nothing). */
+ * abort() (HAKMEM_ON_ERROR=abort, the default); with HAKMEM_ON_ERROR=warn the line is printed
+ * once per address and the caller leaves the block alone: the operation does nothing. */
 #ifndef HK_REPORT_H
 #define HK_REPORT_H
 

@@ -23,6 +23,9 @@ for t in test_size_class test_slab test_api test_random test_threads; do
     run "$t (debug)" build/tests/${t}_debug
 done
 run "test_random (release, HAKMEM_ACE=0)" env HAKMEM_ACE=0 build/tests/test_random
+for t in test_api test_random test_threads; do
+    run "$t (hardened)" build/tests/${t}_hardened
+done
 
 # The memory lifecycle, one process per mode under the configuration it needs (see the top of
 # tests/test_lifecycle.c). The cgroup mode watches a directory made to look like a cgroup.
@@ -51,9 +54,12 @@ lifecycle _asan
 run "test_threads (TSan)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_threads_tsan
 run "test_random (TSan, 10% of the operations)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_random_tsan 10
 run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_api_preload
+run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened/libhakmem.so" \
+    build/tests/test_api_preload
 run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
 run "misuse reports" tests/misuse.sh
 run "real programs" tests/programs.sh
+run "real programs (hardened)" env HAKMEM_LIB="$PWD/build/hardened/libhakmem.so" tests/programs.sh
 if [ -x tests/bench_smoke.sh ]; then run "benchmark smoke" tests/bench_smoke.sh; fi
 
 pass=$(grep -c '^PASS' "$log")
