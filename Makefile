@@ -6,6 +6,7 @@
 #   make test       every test (unit, API, randomized, threads, real programs, bench smoke)
 #   make test-asan  the unit, API and randomized tests under ASan+UBSan (hak_* API only)
 #   make test-tsan  the threaded tests under ThreadSanitizer (hak_* API only)
+#   make stress     threads in every tier for STRESS_TIME seconds (60), contents checked
 #   make bench      benchmark suite, hakmem beside the peer allocators (see docs/BENCHMARKS.md)
 #   make bench-deps install the peer allocators and plotting tools (Debian)
 
@@ -25,7 +26,7 @@ LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined
 SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakmem.h
 
-.PHONY: all release debug hardened test test-asan test-tsan bench bench-deps clean
+.PHONY: all release debug hardened test test-asan test-tsan stress bench bench-deps clean
 all: release
 release: build/libhakmem.so build/libhakmem.a
 debug: build/debug/libhakmem.so build/debug/libhakmem.a
@@ -76,13 +77,14 @@ TEST_CFLAGS := -std=c11 -Wall -Wextra -O1 -g -pthread -Iinclude -Isrc -Itests
 UNIT_TESTS  := test_size_class test_slab test_api test_random test_threads
 TSAN_TESTS  := test_threads test_random
 # The hardened build's tests: those of the API and its behaviour, not of the layout.
-HARDENED_TESTS := test_api test_random test_threads
+HARDENED_TESTS := test_api test_random test_threads test_oom
 # Run by tests/run.sh once per mode, each under the configuration the mode needs.
 MODE_TESTS  := test_lifecycle
 TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug) \
                $(MODE_TESTS:%=build/tests/%) $(MODE_TESTS:%=build/tests/%_debug) \
                build/tests/test_api_preload build/tests/test_misuse build/tests/test_misuse_first \
-               build/tests/test_no_keys \
+               build/tests/test_no_keys build/tests/test_oom build/tests/test_oom_debug \
+               build/tests/stress \
                build/tests/cxx_program
 
 build/tests/%: tests/%.c tests/check.h build/libhakmem.a
@@ -120,6 +122,11 @@ SAN_BINS := $(UNIT_TESTS:%=build/tests/%_asan) $(MODE_TESTS:%=build/tests/%_asan
             $(TSAN_TESTS:%=build/tests/%_tsan)
 test: release debug hardened $(TEST_BINS) $(SAN_BINS) $(HARDENED_TESTS:%=build/tests/%_hardened)
 	@tests/run.sh
+
+STRESS_TIME ?= 60
+STRESS_THREADS ?= 8
+stress: build/tests/stress
+	build/tests/stress $(STRESS_TIME) $(STRESS_THREADS)
 
 test-asan: $(UNIT_TESTS:%=build/tests/%_asan)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t (asan)"; build/tests/$${t}_asan; done

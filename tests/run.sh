@@ -26,6 +26,10 @@ run "test_random (release, HAKMEM_ACE=0)" env HAKMEM_ACE=0 build/tests/test_rand
 for t in test_api test_random test_threads; do
     run "$t (hardened)" build/tests/${t}_hardened
 done
+# Out of memory: each under its own address-space limit (not under the sanitizers).
+for f in "" _debug _hardened; do
+    run "test_oom${f:+ ($f)}" timeout 300 build/tests/test_oom$f
+done
 
 # The memory lifecycle, one process per mode under the configuration it needs (see the top of
 # tests/test_lifecycle.c). The cgroup mode watches a directory made to look like a cgroup.
@@ -57,6 +61,7 @@ run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build
 run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened/libhakmem.so" \
     build/tests/test_api_preload
 run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
+run "stress, 10 s (make stress runs it longer)" build/tests/stress 10 4
 run "misuse reports" tests/misuse.sh
 run "real programs" tests/programs.sh
 run "real programs (hardened)" env HAKMEM_LIB="$PWD/build/hardened/libhakmem.so" tests/programs.sh
