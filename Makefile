@@ -7,6 +7,7 @@
 #   make test-asan  the unit, API and randomized tests under ASan+UBSan (hak_* API only)
 #   make test-tsan  the threaded tests under ThreadSanitizer (hak_* API only)
 #   make stress     threads in every tier for STRESS_TIME seconds (60), contents checked
+#   make fuzz       the libFuzzer harness (clang) for FUZZ_TIME seconds, default 60
 #   make bench      benchmark suite, hakmem beside the peer allocators (see docs/BENCHMARKS.md)
 #   make bench-deps install the peer allocators and plotting tools (Debian)
 
@@ -26,7 +27,7 @@ LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined
 SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakmem.h
 
-.PHONY: all release debug hardened test test-asan test-tsan stress bench bench-deps clean
+.PHONY: all release debug hardened test test-asan test-tsan stress fuzz bench bench-deps clean
 all: release
 release: build/libhakmem.so build/libhakmem.a
 debug: build/debug/libhakmem.so build/debug/libhakmem.a
@@ -120,7 +121,8 @@ build/tests/cxx_program: tests/cxx_program.cpp
 
 SAN_BINS := $(UNIT_TESTS:%=build/tests/%_asan) $(MODE_TESTS:%=build/tests/%_asan) \
             $(TSAN_TESTS:%=build/tests/%_tsan)
-test: release debug hardened $(TEST_BINS) $(SAN_BINS) $(HARDENED_TESTS:%=build/tests/%_hardened)
+test: release debug hardened $(TEST_BINS) $(SAN_BINS) $(HARDENED_TESTS:%=build/tests/%_hardened) \
+      build/fuzz/fuzz_ops
 	@tests/run.sh
 
 STRESS_TIME ?= 60
@@ -134,6 +136,20 @@ test-asan: $(UNIT_TESTS:%=build/tests/%_asan)
 test-tsan: $(TSAN_TESTS:%=build/tests/%_tsan)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (tsan)"; \
 	    TSAN_OPTIONS=halt_on_error=1 build/tests/$${t}_tsan; done
+
+# --- fuzzing: clang's libFuzzer on the hak_* API, with ASan and UBSan (tests/fuzz_ops.c) -------
+# The library's sources are compiled into the harness with coverage; HK_NO_OVERRIDE leaves the
+# standard names to glibc, which libFuzzer and the sanitizers use.
+FUZZ_CC     ?= clang
+FUZZ_TIME   ?= 60
+CFLAGS_FUZZ := $(CFLAGS_COMMON) -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+               -fno-omit-frame-pointer
+build/fuzz/fuzz_ops: tests/fuzz_ops.c $(SRCS) $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CFLAGS_FUZZ) -o $@ tests/fuzz_ops.c $(SRCS)
+fuzz: build/fuzz/fuzz_ops
+	@tests/fuzz.sh $(FUZZ_TIME)
 
 # --- benchmarks (bench/run.sh and bench/deps.sh own the details) ------------------------------
 bench: release
