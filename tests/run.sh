@@ -66,6 +66,7 @@ run "fuzz ops (libFuzzer, 10 s; make fuzz runs it longer)" tests/fuzz.sh 10
 run "misuse reports" tests/misuse.sh
 run "real programs" tests/programs.sh
 run "real programs (hardened)" env HAKMEM_LIB="$PWD/build/hardened/libhakmem.so" tests/programs.sh
+run "servers and interpreters" tests/servers.sh
 if [ -x tests/bench_smoke.sh ]; then run "benchmark smoke" tests/bench_smoke.sh; fi
 
 pass=$(grep -c '^PASS' "$log")
