@@ -10,6 +10,8 @@
 #   make fuzz       the libFuzzer harness (clang) for FUZZ_TIME seconds, default 60
 #   make bench      benchmark suite, hakmem beside the peer allocators (see docs/BENCHMARKS.md)
 #   make bench-deps install the peer allocators and plotting tools (Debian)
+#   make install    the libraries, hakmem.h, the hakmem command and hakmem.pc under PREFIX
+#                   (/usr/local; DESTDIR= stages them elsewhere); make uninstall removes them
 
 CC      ?= gcc
 CFLAGS_COMMON := -std=c11 -Wall -Wextra -Wshadow -fPIC -pthread -fvisibility=hidden \
@@ -22,12 +24,16 @@ CFLAGS_HARDENED := -O2 -g -DNDEBUG -DHK_HARDENED
 CFLAGS_ASAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=address,undefined \
                   -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS_TSAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=thread
-LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined
+VERSION        := 0.1.0
+SOVERSION      := 0
+LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined \
+                  -Wl,-soname,libhakmem.so.$(SOVERSION)
 
 SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakmem.h
 
-.PHONY: all release debug hardened test test-asan test-tsan stress fuzz bench bench-deps clean
+.PHONY: all release debug hardened test test-asan test-tsan stress fuzz bench bench-deps \
+        install uninstall clean
 all: release
 release: build/libhakmem.so build/libhakmem.a
 debug: build/debug/libhakmem.so build/debug/libhakmem.a
@@ -56,16 +62,16 @@ HARDENED_OBJS := $(SRCS:src/%.c=build/hardened/obj/%.o)
 ASAN_OBJS  := $(SRCS:src/%.c=build/asan/obj/%.o)
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/obj/%.o)
 
-build/libhakmem.so: $(OBJS)
-	$(CC) $(LDFLAGS_SO) -o $@ $^
+build/libhakmem.so: $(OBJS) Makefile
+	$(CC) $(LDFLAGS_SO) -o $@ $(filter %.o,$^)
 build/libhakmem.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
-build/debug/libhakmem.so: $(DEBUG_OBJS)
-	$(CC) $(LDFLAGS_SO) -o $@ $^
+build/debug/libhakmem.so: $(DEBUG_OBJS) Makefile
+	$(CC) $(LDFLAGS_SO) -o $@ $(filter %.o,$^)
 build/debug/libhakmem.a: $(DEBUG_OBJS)
 	rm -f $@ && ar rcs $@ $^
-build/hardened/libhakmem.so: $(HARDENED_OBJS)
-	$(CC) $(LDFLAGS_SO) -o $@ $^
+build/hardened/libhakmem.so: $(HARDENED_OBJS) Makefile
+	$(CC) $(LDFLAGS_SO) -o $@ $(filter %.o,$^)
 build/hardened/libhakmem.a: $(HARDENED_OBJS)
 	rm -f $@ && ar rcs $@ $^
 build/asan/libhakmem.a: $(ASAN_OBJS)
@@ -85,7 +91,7 @@ TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug)
                $(MODE_TESTS:%=build/tests/%) $(MODE_TESTS:%=build/tests/%_debug) \
                build/tests/test_api_preload build/tests/test_misuse build/tests/test_misuse_first \
                build/tests/test_no_keys build/tests/test_oom build/tests/test_oom_debug \
-               build/tests/stress \
+               build/tests/stress build/tests/hello \
                build/tests/cxx_program
 
 build/tests/%: tests/%.c tests/check.h build/libhakmem.a
@@ -109,7 +115,7 @@ build/tests/test_api_preload: tests/test_api.c tests/check.h
 	$(CC) $(TEST_CFLAGS) -DUSE_LIBC_NAMES -o $@ $< -ldl
 # Programs run under LD_PRELOAD, linked against plain libc. The misuse cases are built without
 # optimisation and builtins, so that the compiler keeps every bad write and call as written.
-build/tests/test_no_keys: build/tests/%: tests/%.c
+build/tests/test_no_keys build/tests/hello: build/tests/%: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $<
 build/tests/test_misuse build/tests/test_misuse_first: build/tests/%: tests/%.c
@@ -156,6 +162,34 @@ bench: release
 	@bench/run.sh
 bench-deps:
 	@bench/deps.sh
+
+# --- installation ------------------------------------------------------------------------------
+PREFIX       ?= /usr/local
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+BINDIR       ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALLED    := $(LIBDIR)/libhakmem.so.$(VERSION) $(LIBDIR)/libhakmem.so.$(SOVERSION) \
+                $(LIBDIR)/libhakmem.so $(LIBDIR)/libhakmem.a $(INCLUDEDIR)/hakmem.h \
+                $(BINDIR)/hakmem $(PKGCONFIGDIR)/hakmem.pc
+
+install: release
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
+	    $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 build/libhakmem.so $(DESTDIR)$(LIBDIR)/libhakmem.so.$(VERSION)
+	ln -sf libhakmem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libhakmem.so.$(SOVERSION)
+	ln -sf libhakmem.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libhakmem.so
+	install -m 644 build/libhakmem.a $(DESTDIR)$(LIBDIR)/libhakmem.a
+	install -m 644 include/hakmem.h $(DESTDIR)$(INCLUDEDIR)/hakmem.h
+	# the command preloads the installed library (HAKMEM_LIB still overrides it)
+	sed 's|^lib=\$${HAKMEM_LIB.*|lib=$${HAKMEM_LIB:-$(LIBDIR)/libhakmem.so.$(SOVERSION)}|' bin/hakmem \
+	    > $(DESTDIR)$(BINDIR)/hakmem
+	chmod 755 $(DESTDIR)$(BINDIR)/hakmem
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' hakmem.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
 clean:
 	rm -rf build

@@ -1,10 +1,17 @@
-/* Reads HAKMEM_* variables with getenv only: no allocation, safe before the heap exists. */
+/* Run-time configuration: every HAKMEM_* variable is declared once, in hk_vars below (name,
+ * kind, default, range, meaning). The README's table is checked against it (tests/config.sh,
+ * through HAKMEM_CONFIG=1). Read with getenv and a walk of environ: no allocation, no stdio,
+ * safe before the heap exists. */
 #include "config.h"
 
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "text.h"
+
+extern char **environ;
 
 struct hk_config hk_cfg = {
     .purge_delay_ms = 1000,
@@ -16,26 +23,210 @@ struct hk_config hk_cfg = {
     .bg_thread = 0,
     .stats = 0,
     .on_error = HK_ON_ERROR_ABORT,
+    .show = 0,
     .cgroup = "",
 };
 
-/* Parses a non-negative decimal; anything else keeps the default. */
-static void hk_env_uint(const char *name, unsigned *out, unsigned max) {
-    const char *s = getenv(name);
-    if (!s || !*s) return;
-    unsigned long v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return;
-        v = v * 10 + (unsigned long)(*s - '0');
-        if (v > max) return;
+enum { HK_VAR_UINT, HK_VAR_BOOL, HK_VAR_CHOICE, HK_VAR_PATH, HK_VAR_LAUNCHER };
+
+struct hk_var {
+    const char *name;
+    int kind;
+    void *dst;           /* unsigned * (UINT), int * (BOOL, CHOICE), char[256] (PATH) */
+    unsigned max;        /* UINT: largest value accepted (the smallest is 0) */
+    const char *choices; /* CHOICE: the words, separated by '|', their index is the value */
+    const char *meaning; /* one line, for HAKMEM_CONFIG=1 */
+};
+
+#define HK_HOUR_MS (3600u * 1000u)
+static const struct hk_var hk_vars[] = {
+    {"HAKMEM_PURGE_DELAY_MS", HK_VAR_UINT, &hk_cfg.purge_delay_ms, HK_HOUR_MS, NULL,
+     "idle time before free pages are released (ms)"},
+    {"HAKMEM_UNMAP_DELAY_MS", HK_VAR_UINT, &hk_cfg.unmap_delay_ms, HK_HOUR_MS, NULL,
+     "idle time before free mappings are unmapped (ms)"},
+    {"HAKMEM_SS_CACHE", HK_VAR_UINT, &hk_cfg.ss_cache, 1u << 20, NULL,
+     "most free SuperSlabs kept mapped"},
+    {"HAKMEM_LARGE_CACHE_MB", HK_VAR_UINT, &hk_cfg.large_cache_mb, 1u << 24, NULL,
+     "most free large-tier memory kept resident (MiB)"},
+    {"HAKMEM_SOFT_CAP", HK_VAR_UINT, &hk_cfg.soft_cap, 1024, NULL,
+     "most empty 64 KiB slabs a thread keeps per class"},
+    {"HAKMEM_ACE", HK_VAR_BOOL, &hk_cfg.ace, 1, NULL, "adapt caps, caches and delays to demand"},
+    {"HAKMEM_BG_THREAD", HK_VAR_BOOL, &hk_cfg.bg_thread, 1, NULL,
+     "a background thread releases idle memory on time"},
+    {"HAKMEM_CGROUP", HK_VAR_PATH, hk_cfg.cgroup, 0, NULL,
+     "cgroup v2 directory ACE watches (empty: the process's own)"},
+    {"HAKMEM_STATS", HK_VAR_BOOL, &hk_cfg.stats, 1, NULL, "print the counters at exit"},
+    {"HAKMEM_ON_ERROR", HK_VAR_CHOICE, &hk_cfg.on_error, 1, "abort|warn",
+     "what a detected misuse does after its report"},
+    {"HAKMEM_CONFIG", HK_VAR_BOOL, &hk_cfg.show, 1, NULL,
+     "print the configuration at start-up"},
+    {"HAKMEM_LIB", HK_VAR_LAUNCHER, NULL, 0, NULL, "the library bin/hakmem preloads"},
+};
+#define HK_NVARS (sizeof hk_vars / sizeof hk_vars[0])
+
+/* The value of v as text: its default before parsing, its effective value after. */
+static void hk_put_value(struct hk_line *l, const struct hk_var *v) {
+    switch (v->kind) {
+    case HK_VAR_UINT: hk_put_uint(l, *(const unsigned *)v->dst); break;
+    case HK_VAR_BOOL: hk_put_uint(l, (unsigned)*(const int *)v->dst); break;
+    case HK_VAR_CHOICE: {
+        int k = *(const int *)v->dst;
+        const char *c = v->choices;
+        for (; k > 0 && *c; c++)
+            if (*c == '|') k--;
+        while (*c && *c != '|' && l->n + 2 < sizeof l->buf) l->buf[l->n++] = *c++;
+        break;
     }
-    *out = (unsigned)v;
+    case HK_VAR_PATH: hk_put(l, (const char *)v->dst); break;
+    default: hk_put(l, "(bin/hakmem only)"); break;
+    }
 }
 
-static void hk_env_bool(const char *name, int *out) {
-    unsigned v = (unsigned)*out;
-    hk_env_uint(name, &v, 1);
-    *out = (int)v;
+/* "hakmem: HAKMEM_X=value is WHY; using the default D" */
+static void hk_warn_value(const struct hk_var *v, const char *value, const char *why) {
+    struct hk_line l = {.n = 0};
+    hk_put(&l, "hakmem: ");
+    hk_put(&l, v->name);
+    hk_put(&l, "=");
+    hk_put(&l, value);
+    hk_put(&l, " is ");
+    hk_put(&l, why);
+    hk_put(&l, "; using the default ");
+    hk_put_value(&l, v);
+    hk_line_end(&l);
+}
+
+/* --- parsing --------------------------------------------------------------------------------------- */
+
+static int hk_parse_uint(const char *s, unsigned max, unsigned *out, int *range) {
+    unsigned long v = 0;
+    *range = 0;
+    if (!*s) return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return 0;
+        v = v * 10 + (unsigned long)(*s - '0');
+        if (v > max) {
+            *range = 1;
+            return 0;
+        }
+    }
+    *out = (unsigned)v;
+    return 1;
+}
+
+/* Index of word s among choices ("a|b|c"), or -1. */
+static int hk_parse_choice(const char *s, const char *choices) {
+    int k = 0;
+    size_t n = strlen(s);
+    for (const char *c = choices;; k++) {
+        const char *end = strchr(c, '|');
+        size_t len = end ? (size_t)(end - c) : strlen(c);
+        if (len == n && !strncmp(c, s, n)) return k;
+        if (!end) return -1;
+        c = end + 1;
+    }
+}
+
+static void hk_parse(const struct hk_var *v, const char *s) {
+    struct hk_line l = {.n = 0}; /* why the value is refused */
+    switch (v->kind) {
+    case HK_VAR_UINT:
+    case HK_VAR_BOOL: {
+        unsigned x;
+        int range;
+        if (hk_parse_uint(s, v->max, &x, &range)) {
+            if (v->kind == HK_VAR_UINT) *(unsigned *)v->dst = x;
+            else *(int *)v->dst = (int)x;
+            return;
+        }
+        hk_put(&l, range ? "out of range (0 to " : "not a number from 0 to ");
+        hk_put_uint(&l, v->max);
+        if (range) hk_put(&l, ")");
+        break;
+    }
+    case HK_VAR_CHOICE: {
+        int k = hk_parse_choice(s, v->choices);
+        if (k >= 0) {
+            *(int *)v->dst = k;
+            return;
+        }
+        hk_put(&l, "not one of ");
+        hk_put(&l, v->choices);
+        break;
+    }
+    case HK_VAR_PATH:
+        if (strlen(s) < sizeof hk_cfg.cgroup) {
+            strcpy((char *)v->dst, s);
+            return;
+        }
+        hk_put(&l, "longer than 255 bytes");
+        break;
+    default: return;
+    }
+    l.buf[l.n] = 0;
+    hk_warn_value(v, s, l.buf);
+}
+
+/* Warns of HAKMEM_ names in the environment that no row declares (a typo keeps a default). */
+static void hk_check_unknown(void) {
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "HAKMEM_", 7) != 0) continue;
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        int known = 0;
+        for (size_t i = 0; i < HK_NVARS && !known; i++)
+            known = strlen(hk_vars[i].name) == len && !strncmp(hk_vars[i].name, *e, len);
+        if (known) continue;
+        struct hk_line l = {.n = 0};
+        hk_put(&l, "hakmem: unknown variable ");
+        hk_put_n(&l, *e, len);
+        hk_put(&l, " (ignored; HAKMEM_CONFIG=1 lists the known ones)");
+        hk_line_end(&l);
+    }
+}
+
+/* The values v accepts, as the README's table gives them. */
+static void hk_put_range(struct hk_line *l, const struct hk_var *v) {
+    switch (v->kind) {
+    case HK_VAR_UINT:
+        hk_put(l, "0..");
+        hk_put_uint(l, v->max);
+        break;
+    case HK_VAR_BOOL: hk_put(l, "0|1"); break;
+    case HK_VAR_CHOICE: hk_put(l, v->choices); break;
+    case HK_VAR_PATH: hk_put(l, "a directory"); break;
+    default: hk_put(l, "a file"); break;
+    }
+}
+
+/* HAKMEM_CONFIG=1: "hakmem config: NAME=VALUE (default D; values R): meaning", one a line. */
+static void hk_config_show(const unsigned *defaults) {
+    for (size_t i = 0; i < HK_NVARS; i++) {
+        const struct hk_var *v = &hk_vars[i];
+        struct hk_line l = {.n = 0};
+        hk_put(&l, "hakmem config: ");
+        hk_put(&l, v->name);
+        hk_put(&l, "=");
+        hk_put_value(&l, v);
+        hk_put(&l, " (default ");
+        if (v->kind == HK_VAR_CHOICE) {
+            int now = *(int *)v->dst;
+            *(int *)v->dst = (int)defaults[i];
+            hk_put_value(&l, v);
+            *(int *)v->dst = now;
+        } else if (v->kind == HK_VAR_PATH) {
+            hk_put(&l, "\"\"");
+        } else if (v->kind == HK_VAR_LAUNCHER) {
+            hk_put(&l, "build/libhakmem.so");
+        } else {
+            hk_put_uint(&l, defaults[i]);
+        }
+        hk_put(&l, "; values ");
+        hk_put_range(&l, v);
+        hk_put(&l, "): ");
+        hk_put(&l, v->meaning);
+        hk_line_end(&l);
+    }
 }
 
 static _Atomic int hk_cfg_state; /* 0 not read, 1 being read, 2 read */
@@ -48,21 +239,21 @@ void hk_config_load(void) {
         while (atomic_load_explicit(&hk_cfg_state, memory_order_acquire) != 2) sched_yield();
         return;
     }
-    hk_env_uint("HAKMEM_PURGE_DELAY_MS", &hk_cfg.purge_delay_ms, 3600u * 1000u);
-    hk_env_uint("HAKMEM_UNMAP_DELAY_MS", &hk_cfg.unmap_delay_ms, 3600u * 1000u);
-    hk_env_uint("HAKMEM_SS_CACHE", &hk_cfg.ss_cache, 1u << 20);
-    hk_env_uint("HAKMEM_LARGE_CACHE_MB", &hk_cfg.large_cache_mb, 1u << 24);
-    hk_env_uint("HAKMEM_SOFT_CAP", &hk_cfg.soft_cap, 1024);
-    hk_env_bool("HAKMEM_ACE", &hk_cfg.ace);
-    hk_env_bool("HAKMEM_BG_THREAD", &hk_cfg.bg_thread);
-    hk_env_bool("HAKMEM_STATS", &hk_cfg.stats);
-    const char *e = getenv("HAKMEM_ON_ERROR");
-    if (e && !strcmp(e, "warn")) hk_cfg.on_error = HK_ON_ERROR_WARN;
-    else if (e && !strcmp(e, "abort")) hk_cfg.on_error = HK_ON_ERROR_ABORT;
-    const char *cg = getenv("HAKMEM_CGROUP");
-    if (cg && strlen(cg) < sizeof hk_cfg.cgroup) strcpy(hk_cfg.cgroup, cg);
+    unsigned defaults[HK_NVARS];
+    for (size_t i = 0; i < HK_NVARS; i++) {
+        const struct hk_var *v = &hk_vars[i];
+        defaults[i] = v->kind == HK_VAR_UINT ? *(unsigned *)v->dst
+                      : v->kind == HK_VAR_BOOL || v->kind == HK_VAR_CHOICE
+                          ? (unsigned)*(int *)v->dst
+                          : 0;
+        /* An empty value is no value: the default holds, without a word. */
+        const char *s = getenv(v->name);
+        if (s && *s && v->kind != HK_VAR_LAUNCHER) hk_parse(v, s);
+    }
+    hk_check_unknown();
     /* Pages are released before mappings: an unmap delay shorter than the purge delay would
      * leave nothing to release. */
     if (hk_cfg.unmap_delay_ms < hk_cfg.purge_delay_ms) hk_cfg.unmap_delay_ms = hk_cfg.purge_delay_ms;
+    if (hk_cfg.show) hk_config_show(defaults);
     atomic_store_explicit(&hk_cfg_state, 2, memory_order_release);
 }

@@ -1,5 +1,5 @@
-/* Run-time configuration: HAKMEM_* environment variables, read once at start-up without
- * allocating. Each variable is documented in the README's configuration table. */
+/* Run-time configuration: HAKMEM_* environment variables, read once without allocating. Each
+ * is declared once, in config.c's table; the README's table is checked against it. */
 #ifndef HK_CONFIG_H
 #define HK_CONFIG_H
 
@@ -15,6 +15,7 @@ struct hk_config {
     int bg_thread;           /* HAKMEM_BG_THREAD: a thread that purges on time */
     int stats;               /* HAKMEM_STATS: print counters to stderr at exit */
     int on_error;            /* HAKMEM_ON_ERROR: HK_ON_ERROR_ABORT or HK_ON_ERROR_WARN */
+    int show;                /* HAKMEM_CONFIG: print the configuration at start-up */
     char cgroup[256];        /* HAKMEM_CGROUP: cgroup directory to watch ("" = the process's) */
 };
 

@@ -8,7 +8,4 @@
 
 void hk_report(const char *op, const void *p, const char *problem) HK_INTERNAL HK_COLD;
 
-/* Writes a string to stderr with write(2): no stdio, no allocation. */
-void hk_write_err(const char *s) HK_INTERNAL;
-
 #endif

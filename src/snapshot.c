@@ -10,8 +10,8 @@
 #include "large.h"
 #include "policy.h"
 #include "pool.h"
-#include "report.h"
 #include "stats.h"
+#include "text.h"
 
 HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     hk_init(); /* the policy reported is the configured one, even before any allocation */

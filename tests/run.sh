@@ -63,6 +63,8 @@ run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened
 run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
 run "stress, 10 s (make stress runs it longer)" build/tests/stress 10 4
 run "fuzz ops (libFuzzer, 10 s; make fuzz runs it longer)" tests/fuzz.sh 10
+run "configuration" tests/config.sh
+run "make install, pkg-config, make uninstall" tests/install.sh
 run "misuse reports" tests/misuse.sh
 run "real programs" tests/programs.sh
 run "real programs (hardened)" env HAKMEM_LIB="$PWD/build/hardened/libhakmem.so" tests/programs.sh
