@@ -91,7 +91,7 @@ TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug)
                $(MODE_TESTS:%=build/tests/%) $(MODE_TESTS:%=build/tests/%_debug) \
                build/tests/test_api_preload build/tests/test_misuse build/tests/test_misuse_first \
                build/tests/test_no_keys build/tests/test_oom build/tests/test_oom_debug \
-               build/tests/stress build/tests/hello \
+               build/tests/stress build/tests/hello build/tests/trace_workload \
                build/tests/cxx_program
 
 build/tests/%: tests/%.c tests/check.h build/libhakmem.a
@@ -115,7 +115,7 @@ build/tests/test_api_preload: tests/test_api.c tests/check.h
 	$(CC) $(TEST_CFLAGS) -DUSE_LIBC_NAMES -o $@ $< -ldl
 # Programs run under LD_PRELOAD, linked against plain libc. The misuse cases are built without
 # optimisation and builtins, so that the compiler keeps every bad write and call as written.
-build/tests/test_no_keys build/tests/hello: build/tests/%: tests/%.c
+build/tests/test_no_keys build/tests/hello build/tests/trace_workload: build/tests/%: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $<
 build/tests/test_misuse build/tests/test_misuse_first: build/tests/%: tests/%.c
@@ -171,7 +171,7 @@ BINDIR       ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 INSTALLED    := $(LIBDIR)/libhakmem.so.$(VERSION) $(LIBDIR)/libhakmem.so.$(SOVERSION) \
                 $(LIBDIR)/libhakmem.so $(LIBDIR)/libhakmem.a $(INCLUDEDIR)/hakmem.h \
-                $(BINDIR)/hakmem $(PKGCONFIGDIR)/hakmem.pc
+                $(BINDIR)/hakmem $(BINDIR)/hakmem-report $(PKGCONFIGDIR)/hakmem.pc
 
 install: release
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
@@ -185,6 +185,7 @@ install: release
 	sed 's|^lib=\$${HAKMEM_LIB.*|lib=$${HAKMEM_LIB:-$(LIBDIR)/libhakmem.so.$(SOVERSION)}|' bin/hakmem \
 	    > $(DESTDIR)$(BINDIR)/hakmem
 	chmod 755 $(DESTDIR)$(BINDIR)/hakmem
+	install -m 755 bin/hakmem-report $(DESTDIR)$(BINDIR)/hakmem-report
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' hakmem.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/hakmem.pc
 

@@ -6,6 +6,7 @@
 #include "large.h"
 #include "policy.h"
 #include "pool.h"
+#include "trace.h"
 
 #define HK_ACE_HISTORY 32      /* windows of demand remembered (3.2 s) */
 #define HK_ACE_QUIET 50        /* windows without thrash before a cap halves (5 s) */
@@ -69,16 +70,22 @@ static void hk_ace_caps(const struct hk_pool_demand *d) {
         uint64_t acq = d->acquire[c] - hk_ace.last.acquire[c];
         uint64_t rel = d->release[c] - hk_ace.last.release[c];
         uint64_t thrash = acq < rel ? acq : rel;
-        unsigned cap = hk_ace.cap[c], max = hk_pol.cap_max[c];
+        unsigned cap = hk_ace.cap[c], old = cap, max = hk_pol.cap_max[c];
         unsigned floor = c < HK_NSMALL && max ? 1 : 0;
+        const char *why = NULL;
         if (thrash >= 2) {
             hk_ace.quiet[c] = 0;
             cap = cap ? cap * 2 : 1;
             hk_ace.cap[c] = cap < max ? cap : max;
+            why = "soft cap up (slabs went to the pool and back in one window)";
         } else if (++hk_ace.quiet[c] >= HK_ACE_QUIET) {
             hk_ace.quiet[c] = 0;
             if (cap > floor) hk_ace.cap[c] = cap / 2 > floor ? cap / 2 : floor;
+            why = "soft cap down (no round trip for 5 s)";
         }
+        if (HK_TRACING(HK_T_ACE) && why && hk_ace.cap[c] != old)
+            hk_trace(HK_T_ACE, why, "class_size", hk_class_size[c], "from", old, "to",
+                     hk_ace.cap[c]);
     }
 }
 
@@ -96,6 +103,8 @@ void hk_ace_update(uint64_t now) {
     uint64_t refault = (pd.refault_bytes - hk_ace.last.refault_bytes) +
                        (ld.refault_bytes - hk_ace.last_large_refault);
     uint64_t base = hk_cfg.purge_delay_ms;
+    uint64_t old_delay = hk_ace.delay;
+    unsigned old_share = hk_ace.large_share;
     if (refault) {
         hk_ace.calm = 0;
         hk_ace.delay = hk_ace.delay * 2 < base * 8 ? hk_ace.delay * 2 : base * 8;
@@ -107,6 +116,16 @@ void hk_ace_update(uint64_t now) {
         hk_ace.delay = hk_ace.delay / 2 > base ? hk_ace.delay / 2 : base;
         if (hk_ace.large_share > HK_LARGE_SHARE_MIN) hk_ace.large_share /= 2;
     }
+    if (HK_TRACING(HK_T_ACE) && hk_ace.delay != old_delay)
+        hk_trace(HK_T_ACE,
+                 refault ? "purge delay up (released pages were wanted again)"
+                         : "purge delay down (no refault for 5 s)",
+                 "from_ms", old_delay, "to_ms", hk_ace.delay, NULL, 0);
+    if (HK_TRACING(HK_T_ACE) && hk_ace.large_share != old_share)
+        hk_trace(HK_T_ACE,
+                 refault ? "large share up (large pages released for the budget came back)"
+                         : "large share down (no refault for 5 s)",
+                 "from", old_share, "to", hk_ace.large_share, NULL, 0);
 
     /* Budgets: what was taken again from free memory lately. */
     unsigned h = hk_ace.hist++ % HK_ACE_HISTORY;
@@ -132,10 +151,15 @@ void hk_ace_update(uint64_t now) {
     if (hk_ace.cg_limit && ++hk_ace.cg_windows >= HK_ACE_CG_WINDOWS) {
         size_t limit, usage = hk_cgroup_read(&limit);
         hk_ace.cg_windows = 0;
+        int old_pressure = hk_ace.pressure;
         hk_ace.pressure = !limit || !usage          ? 0
                           : usage >= limit / 10 * 9 ? 2
                           : usage >= limit / 4 * 3  ? 1
                                                     : 0;
+        if (HK_TRACING(HK_T_ACE) && hk_ace.pressure != old_pressure)
+            hk_trace(HK_T_ACE, "cgroup pressure (0 none, 1 from 75%, 2 from 90% of the limit)",
+                     "from", (unsigned)old_pressure, "to", (unsigned)hk_ace.pressure, "usage",
+                     usage);
     }
     uint64_t delay = hk_ace.delay;
     unsigned ss_cache = hk_cfg.ss_cache, share = 4;
@@ -156,6 +180,16 @@ void hk_ace_update(uint64_t now) {
     for (unsigned c = 0; c < HK_NCLASS; c++)
         atomic_store_explicit(&hk_pol.soft_cap[c], hk_ace.pressure == 2 ? 0 : hk_ace.cap[c],
                               memory_order_relaxed);
+    if (HK_TRACING(HK_T_ACE)) {
+        size_t old_pool = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
+        size_t old_large = atomic_load_explicit(&hk_pol.large_budget, memory_order_relaxed);
+        if (old_pool != pool_budget)
+            hk_trace(HK_T_ACE, "pool budget (EMPTY bytes taken again lately)", "from", old_pool,
+                     "to", pool_budget, NULL, 0);
+        if (old_large != large_budget)
+            hk_trace(HK_T_ACE, "large budget (free large bytes reused lately, within the share)",
+                     "from", old_large, "to", large_budget, NULL, 0);
+    }
     atomic_store_explicit(&hk_pol.purge_delay_ms, delay, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.pool_budget, pool_budget, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_budget, large_budget, memory_order_relaxed);

@@ -24,17 +24,21 @@ struct hk_config hk_cfg = {
     .stats = 0,
     .on_error = HK_ON_ERROR_ABORT,
     .show = 0,
+    .trace = 0,
+    .trace_file = "",
+    .stats_file = "",
     .cgroup = "",
 };
 
-enum { HK_VAR_UINT, HK_VAR_BOOL, HK_VAR_CHOICE, HK_VAR_PATH, HK_VAR_LAUNCHER };
+enum { HK_VAR_UINT, HK_VAR_BOOL, HK_VAR_CHOICE, HK_VAR_FLAGS, HK_VAR_PATH, HK_VAR_LAUNCHER };
 
 struct hk_var {
     const char *name;
     int kind;
-    void *dst;           /* unsigned * (UINT), int * (BOOL, CHOICE), char[256] (PATH) */
-    unsigned max;        /* UINT: largest value accepted (the smallest is 0) */
-    const char *choices; /* CHOICE: the words, separated by '|', their index is the value */
+    void *dst;           /* unsigned * (UINT, FLAGS), int * (BOOL, CHOICE), char[max] (PATH) */
+    unsigned max;        /* UINT: largest value accepted (the smallest is 0); PATH: buffer */
+    const char *choices; /* CHOICE: the words, '|' between, their index is the value; FLAGS:
+                          * the words, bit i for word i, any list of them with ',' or "all" */
     const char *meaning; /* one line, for HAKMEM_CONFIG=1 */
 };
 
@@ -53,13 +57,20 @@ static const struct hk_var hk_vars[] = {
     {"HAKMEM_ACE", HK_VAR_BOOL, &hk_cfg.ace, 1, NULL, "adapt caps, caches and delays to demand"},
     {"HAKMEM_BG_THREAD", HK_VAR_BOOL, &hk_cfg.bg_thread, 1, NULL,
      "a background thread releases idle memory on time"},
-    {"HAKMEM_CGROUP", HK_VAR_PATH, hk_cfg.cgroup, 0, NULL,
+    {"HAKMEM_CGROUP", HK_VAR_PATH, hk_cfg.cgroup, sizeof hk_cfg.cgroup, NULL,
      "cgroup v2 directory ACE watches (empty: the process's own)"},
-    {"HAKMEM_STATS", HK_VAR_BOOL, &hk_cfg.stats, 1, NULL, "print the counters at exit"},
+    {"HAKMEM_STATS", HK_VAR_CHOICE, &hk_cfg.stats, 2, "0|1|json",
+     "print the report at exit (1: text, json: one JSON object)"},
+    {"HAKMEM_STATS_FILE", HK_VAR_PATH, hk_cfg.stats_file, sizeof hk_cfg.stats_file, NULL,
+     "write the report to this file (%p: the pid; empty: stderr)"},
     {"HAKMEM_ON_ERROR", HK_VAR_CHOICE, &hk_cfg.on_error, 1, "abort|warn",
      "what a detected misuse does after its report"},
     {"HAKMEM_CONFIG", HK_VAR_BOOL, &hk_cfg.show, 1, NULL,
      "print the configuration at start-up"},
+    {"HAKMEM_TRACE", HK_VAR_FLAGS, &hk_cfg.trace, 0, "pool|os|large|ace|thread|fail",
+     "trace these categories (a list with ',', or all)"},
+    {"HAKMEM_TRACE_FILE", HK_VAR_PATH, hk_cfg.trace_file, sizeof hk_cfg.trace_file, NULL,
+     "trace to this file (%p: the pid; empty: stderr)"},
     {"HAKMEM_LIB", HK_VAR_LAUNCHER, NULL, 0, NULL, "the library bin/hakmem preloads"},
 };
 #define HK_NVARS (sizeof hk_vars / sizeof hk_vars[0])
@@ -75,6 +86,21 @@ static void hk_put_value(struct hk_line *l, const struct hk_var *v) {
         for (; k > 0 && *c; c++)
             if (*c == '|') k--;
         while (*c && *c != '|' && l->n + 2 < sizeof l->buf) l->buf[l->n++] = *c++;
+        break;
+    }
+    case HK_VAR_FLAGS: {
+        unsigned bits = *(const unsigned *)v->dst, k = 0;
+        int first = 1;
+        for (const char *c = v->choices; *c; k++) {
+            const char *end = strchr(c, '|');
+            size_t len = end ? (size_t)(end - c) : strlen(c);
+            if (bits & (1u << k)) {
+                if (!first) hk_put(l, ",");
+                hk_put_n(l, c, len);
+                first = 0;
+            }
+            c += len + (end != NULL);
+        }
         break;
     }
     case HK_VAR_PATH: hk_put(l, (const char *)v->dst); break;
@@ -154,12 +180,47 @@ static void hk_parse(const struct hk_var *v, const char *s) {
         hk_put(&l, v->choices);
         break;
     }
+    case HK_VAR_FLAGS: {
+        unsigned bits = 0;
+        int ok = 1;
+        if (!strcmp(s, "all")) {
+            bits = ~0u;
+        } else {
+            for (const char *w = s; ok;) {
+                const char *end = strchr(w, ',');
+                size_t len = end ? (size_t)(end - w) : strlen(w);
+                char word[32];
+                ok = len > 0 && len < sizeof word;
+                if (ok) {
+                    memcpy(word, w, len);
+                    word[len] = 0;
+                    int k = hk_parse_choice(word, v->choices);
+                    ok = k >= 0;
+                    if (ok) bits |= 1u << k;
+                }
+                if (!end) break;
+                w = end + 1;
+            }
+        }
+        if (ok) {
+            int nwords = 1;
+            for (const char *c = v->choices; *c; c++) nwords += *c == '|';
+            *(unsigned *)v->dst = bits & ((1u << nwords) - 1);
+            return;
+        }
+        hk_put(&l, "not a list of ");
+        hk_put(&l, v->choices);
+        hk_put(&l, " or all");
+        break;
+    }
     case HK_VAR_PATH:
-        if (strlen(s) < sizeof hk_cfg.cgroup) {
+        if (strlen(s) < v->max) {
             strcpy((char *)v->dst, s);
             return;
         }
-        hk_put(&l, "longer than 255 bytes");
+        hk_put(&l, "longer than ");
+        hk_put_uint(&l, v->max - 1);
+        hk_put(&l, " bytes");
         break;
     default: return;
     }
@@ -194,7 +255,11 @@ static void hk_put_range(struct hk_line *l, const struct hk_var *v) {
         break;
     case HK_VAR_BOOL: hk_put(l, "0|1"); break;
     case HK_VAR_CHOICE: hk_put(l, v->choices); break;
-    case HK_VAR_PATH: hk_put(l, "a directory"); break;
+    case HK_VAR_FLAGS:
+        hk_put(l, v->choices);
+        hk_put(l, "|all");
+        break;
+    case HK_VAR_PATH: hk_put(l, v->dst == hk_cfg.cgroup ? "a directory" : "a file"); break;
     default: hk_put(l, "a file"); break;
     }
 }
@@ -209,7 +274,9 @@ static void hk_config_show(const unsigned *defaults) {
         hk_put(&l, "=");
         hk_put_value(&l, v);
         hk_put(&l, " (default ");
-        if (v->kind == HK_VAR_CHOICE) {
+        if (v->kind == HK_VAR_FLAGS) {
+            hk_put(&l, "none");
+        } else if (v->kind == HK_VAR_CHOICE) {
             int now = *(int *)v->dst;
             *(int *)v->dst = (int)defaults[i];
             hk_put_value(&l, v);
@@ -242,7 +309,7 @@ void hk_config_load(void) {
     unsigned defaults[HK_NVARS];
     for (size_t i = 0; i < HK_NVARS; i++) {
         const struct hk_var *v = &hk_vars[i];
-        defaults[i] = v->kind == HK_VAR_UINT ? *(unsigned *)v->dst
+        defaults[i] = v->kind == HK_VAR_UINT || v->kind == HK_VAR_FLAGS ? *(unsigned *)v->dst
                       : v->kind == HK_VAR_BOOL || v->kind == HK_VAR_CHOICE
                           ? (unsigned)*(int *)v->dst
                           : 0;

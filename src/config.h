@@ -13,13 +13,17 @@ struct hk_config {
     unsigned soft_cap;       /* HAKMEM_SOFT_CAP: most empty 64 KiB slabs a thread keeps per class */
     int ace;                 /* HAKMEM_ACE: adapt caps, caches and delays to demand */
     int bg_thread;           /* HAKMEM_BG_THREAD: a thread that purges on time */
-    int stats;               /* HAKMEM_STATS: print counters to stderr at exit */
+    int stats;               /* HAKMEM_STATS: 0, HK_STATS_TEXT or HK_STATS_JSON at exit */
+    char stats_file[256];    /* HAKMEM_STATS_FILE: where the report goes ("" = stderr) */
     int on_error;            /* HAKMEM_ON_ERROR: HK_ON_ERROR_ABORT or HK_ON_ERROR_WARN */
     int show;                /* HAKMEM_CONFIG: print the configuration at start-up */
+    unsigned trace;          /* HAKMEM_TRACE: categories traced (trace.h's HK_T_* bits) */
+    char trace_file[256];    /* HAKMEM_TRACE_FILE: where trace lines go ("" = stderr) */
     char cgroup[256];        /* HAKMEM_CGROUP: cgroup directory to watch ("" = the process's) */
 };
 
 enum { HK_ON_ERROR_ABORT, HK_ON_ERROR_WARN };
+enum { HK_STATS_OFF, HK_STATS_TEXT, HK_STATS_JSON };
 
 extern struct hk_config hk_cfg HK_INTERNAL;
 

@@ -14,6 +14,7 @@
 #include "pool.h"
 #include "report.h"
 #include "stats.h"
+#include "trace.h"
 
 HK_TLS struct hk_heap hk_tls = {
     .tag = {[0 ... HK_TAGS - 1] = HK_TAG_NONE},
@@ -446,6 +447,9 @@ static int hk_heap_init(struct hk_heap *h) {
     h->owner = hk_owner_new();
     if (!h->owner) return 0;
     hk_heap_watch_exit(h);
+    if (HK_TRACING(HK_T_THREAD))
+        hk_trace(HK_T_THREAD, "start (a thread's heap is set up)", "owner@", (uintptr_t)h->owner,
+                 NULL, 0, NULL, 0);
     return 1;
 }
 
@@ -462,6 +466,9 @@ void *hk_heap_refill(unsigned c) {
         if (now >= h->next_tick) hk_heap_tick(h, now);
     }
     if (!h->free[c] && !hk_heap_fill(h, c)) {
+        if (HK_TRACING(HK_T_FAIL))
+            hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes",
+                     hk_class_size[c], NULL, 0, NULL, 0);
         errno = ENOMEM;
         return NULL;
     }
@@ -488,6 +495,9 @@ static void hk_heap_let_go(struct hk_slab *s, uint64_t now) {
 
 static void hk_heap_teardown(struct hk_heap *h) {
     if (!h->owner) return;
+    if (HK_TRACING(HK_T_THREAD))
+        hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,
+                 NULL, 0, NULL, 0);
     uint64_t now = hk_now_ms();
     hk_heap_drain(h);
     for (unsigned c = 0; c < HK_NCLASS; c++) {

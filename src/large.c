@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "os.h"
 #include "policy.h"
+#include "trace.h"
 
 #define HK_LARGE_MAP_MIN ((size_t)4 << 20) /* smallest mapping asked of the OS */
 #define HK_LARGE_SHRINK_MIN ((size_t)64 << 10) /* a shrink frees the tail from this much */
@@ -329,6 +330,9 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
     pthread_mutex_lock(&hk_large_mutex);
     if (!hk_reserve(3)) goto oom;
     struct hk_ext *e = hk_find_fit(len, align);
+    if (HK_TRACING(HK_T_LARGE))
+        hk_trace(HK_T_LARGE, e ? "hit (served from free large memory)" : "miss (more is mapped)",
+                 "bytes", len, "align", align, NULL, 0);
     if (e) {
         hk_hits++;
         hk_reuse_bytes += len;
@@ -467,6 +471,7 @@ void *hk_large_realloc(void *p, size_t n) {
     hk_live_grew(len - old);
     hk_mapped_bytes += len - old;
     hk_mremaps++;
+    if (HK_TRACING(HK_T_LARGE)) hk_trace(HK_T_LARGE, "realloc by mremap", "bytes", len, NULL, 0, NULL, 0);
     pthread_mutex_unlock(&hk_large_mutex);
     return q;
 }
@@ -512,6 +517,9 @@ size_t hk_large_decay(uint64_t now, int force) {
         for (unsigned i = 0; i < np; i++) {
             e = purge[i];
             hk_purged_bytes += e->dirty;
+            if (HK_TRACING(HK_T_LARGE))
+                hk_trace(HK_T_LARGE, "release (idle free pages)", "addr@", e->addr, "bytes",
+                         e->dirty, NULL, 0);
             e->dirty = 0;
             e->zero = 1;
             e->idle_since = now; /* when its pages went: refault detection, unmap delay */

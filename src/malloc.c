@@ -18,20 +18,29 @@
 #include "decay.h"
 #include "guard.h"
 #include "heap.h"
+#include "init.h"
 #include "large.h"
 #include "pool.h"
 #include "report.h"
+#include "trace.h"
 
 /* glibc refuses requests above PTRDIFF_MAX so that pointer differences stay defined. */
 #define HK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
 static void *hk_large_block(size_t n, size_t align, int clear) {
+    hk_init(); /* a program's first call may be a large one: the configuration holds for it */
     if (n > HK_MAX_REQUEST) {
+        if (HK_TRACING(HK_T_FAIL))
+            hk_trace(HK_T_FAIL, "malloc failed: TooBig (above PTRDIFF_MAX)", "bytes", n, NULL, 0,
+                     NULL, 0);
         errno = ENOMEM;
         return NULL;
     }
     int zeroed;
     void *p = hk_large_alloc(n, align, &zeroed);
+    if (!p && HK_TRACING(HK_T_FAIL))
+        hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes", n, "align",
+                 align, NULL, 0);
     if (p && clear && !zeroed) memset(p, 0, n);
     /* A program of big blocks only may never refill a thread cache: let it tick here. */
     hk_decay_tick(hk_now_ms());

@@ -7,6 +7,7 @@
 #include "pool.h"
 #include "report.h"
 #include "stats.h"
+#include "trace.h"
 
 static pthread_mutex_t hk_orphan_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct hk_slab *hk_orphan_partial[HK_NCLASS]; /* orphans with free blocks */
@@ -52,6 +53,9 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
         s->list = HK_LIST_NONE;
         atomic_store_explicit(&s->owner, o, memory_order_release);
         HK_STAT_INC(slab_adopt);
+        if (HK_TRACING(HK_T_THREAD))
+            hk_trace(HK_T_THREAD, "adopt (an exited thread's slab)", "class_size", s->bsize,
+                     "live", s->used, NULL, 0);
     }
     pthread_mutex_unlock(&hk_orphan_mutex);
     return s;

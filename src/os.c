@@ -4,10 +4,14 @@
 #include <sys/mman.h>
 
 #include "stats.h"
+#include "trace.h"
 
 void *hk_os_map(size_t size) {
     HK_STAT_INC(os_mmap);
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (HK_TRACING(HK_T_OS))
+        hk_trace(HK_T_OS, p == MAP_FAILED ? "mmap failed" : "mmap", "addr@",
+                 p == MAP_FAILED ? 0 : (uintptr_t)p, "bytes", size, NULL, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -27,16 +31,22 @@ void *hk_os_map_aligned(size_t size, size_t align) {
 
 void hk_os_unmap(void *p, size_t size) {
     HK_STAT_INC(os_munmap);
+    if (HK_TRACING(HK_T_OS)) hk_trace(HK_T_OS, "munmap", "addr@", (uintptr_t)p, "bytes", size, NULL, 0);
     munmap(p, size);
 }
 
 void hk_os_release(void *p, size_t size) {
     HK_STAT_INC(os_madvise);
+    if (HK_TRACING(HK_T_OS))
+        hk_trace(HK_T_OS, "madvise DONTNEED", "addr@", (uintptr_t)p, "bytes", size, NULL, 0);
     madvise(p, size, MADV_DONTNEED);
 }
 
 void *hk_os_remap(void *p, size_t old_size, size_t new_size) {
     HK_STAT_INC(os_mremap);
     void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);
+    if (HK_TRACING(HK_T_OS))
+        hk_trace(HK_T_OS, q == MAP_FAILED ? "mremap failed" : "mremap", "addr@", (uintptr_t)p,
+                 "bytes", old_size, "to", new_size);
     return q == MAP_FAILED ? NULL : q;
 }

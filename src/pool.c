@@ -7,6 +7,7 @@
 #include "os.h"
 #include "policy.h"
 #include "stats.h"
+#include "trace.h"
 
 enum { HK_SSL_NONE = 0, HK_SSL_PARTIAL, HK_SSL_CACHE };
 
@@ -174,6 +175,14 @@ static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned
     return s;
 }
 
+/* Traces an acquisition (HAKMEM_TRACE=pool) and returns its slab. */
+static struct hk_slab *hk_pool_traced(struct hk_slab *s, unsigned c, const char *stage) {
+    if (HK_TRACING(HK_T_POOL) && s)
+        hk_trace(HK_T_POOL, stage, "class_size", hk_class_size[c], "slots", hk_class_slots[c],
+                 "slab@", (uintptr_t)hk_slab_base(s));
+    return s;
+}
+
 struct hk_slab *hk_pool_acquire(unsigned c) {
     unsigned k = hk_class_slots[c];
     uint64_t now = hk_now_ms();
@@ -189,7 +198,7 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
         HK_STAT_INC(acquire_stage1);
         s = hk_activate(ss, hk_slab_index(s), k, c, now);
         pthread_mutex_unlock(&hk_pool_mutex);
-        return s;
+        return hk_pool_traced(s, c, "acquire stage 1 (an EMPTY slab of the class)");
     }
     /* Stage 2: a run of EMPTY slots first (resident pages: no fault), then any free run. */
     struct hk_superslab *any = NULL;
@@ -207,7 +216,7 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
         HK_STAT_INC(acquire_stage2);
         s = hk_activate(ss, (unsigned)i, k, c, now);
         pthread_mutex_unlock(&hk_pool_mutex);
-        return s;
+        return hk_pool_traced(s, c, "acquire stage 2 (free slots of a SuperSlab in use)");
     }
     /* Stage 3: a SuperSlab with no ACTIVE slot (one still purging some may lack the run). */
     for (ss = hk_cache_head; ss; ss = ss->next) {
@@ -216,7 +225,7 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
             HK_STAT_INC(acquire_stage3_cache);
             s = hk_activate(ss, (unsigned)i, k, c, now);
             pthread_mutex_unlock(&hk_pool_mutex);
-            return s;
+            return hk_pool_traced(s, c, "acquire stage 3 (a cached SuperSlab)");
         }
     }
     pthread_mutex_unlock(&hk_pool_mutex);
@@ -227,7 +236,7 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
     HK_STAT_INC(acquire_stage3_mmap);
     s = hk_activate(ss, 1, k, c, now);
     pthread_mutex_unlock(&hk_pool_mutex);
-    return s;
+    return hk_pool_traced(s, c, "acquire stage 3 (a new SuperSlab)");
 }
 
 /* --- release and decay ---------------------------------------------------------------------- */
@@ -270,6 +279,9 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     uint64_t now = hk_now_ms();
     HK_ASSERT(s->state == HK_SLOT_ACTIVE && s->used == 0);
     HK_STAT_INC(slab_release);
+    if (HK_TRACING(HK_T_POOL))
+        hk_trace(HK_T_POOL, "release (an empty slab goes to the pool)", "class_size", s->bsize,
+                 "slots", k, "slab@", (uintptr_t)hk_slab_base(s));
     pthread_mutex_lock(&hk_pool_mutex);
     __atomic_store_n(&s->cls, HK_CLS_NONE, __ATOMIC_RELEASE);
     s->free = NULL;

@@ -1,7 +1,11 @@
+#define _GNU_SOURCE
 #include "snapshot.h"
 
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../include/hakmem.h"
@@ -48,45 +52,121 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     }
 }
 
-void hk_stats_dump(void) {
-    struct hak_stats s;
-    hak_stats_get(&s);
-    char buf[4096];
-    /* snprintf with integer conversions does not allocate in glibc. The pid tells apart the
-     * reports of a program and the programs it starts (they all inherit HAKMEM_STATS). */
-    int n = snprintf(
-        buf, sizeof buf,
-        "hakmem stats (pid %ld):\n"
-        "  os: mmap %zu, munmap %zu, madvise %zu, mremap %zu\n"
-        "  mapped now %zu bytes: %zu SuperSlabs (%zu cached), %zu active slots, "
-        "%zu large blocks (%zu bytes)\n"
-        "  slab acquire: stage1 %zu, stage2 %zu, stage3 cache %zu, stage3 mmap %zu\n"
-        "  slab release %zu, abandon %zu, adopt %zu; remote frees %zu\n"
-        "  free memory kept: pool %zu bytes EMPTY, large %zu bytes resident + %zu released; "
-        "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs unmapped\n"
-        "  large: %zu hits, %zu misses; realloc %zu in place, %zu by mremap\n"
-        "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu bytes, "
-        "SuperSlab cache %zu\n"
-        "  soft caps (class size:cap, classes used):",
-        (long)getpid(), s.os_mmap, s.os_munmap, s.os_madvise, s.os_mremap, s.mapped_bytes_now,
-        s.superslabs_now, s.superslabs_cached_now, s.slabs_active_now, s.large_now,
-        s.large_bytes_now, s.acquire_stage1, s.acquire_stage2, s.acquire_stage3_cache,
-        s.acquire_stage3_mmap, s.slab_release, s.slab_abandon, s.slab_adopt, s.remote_free,
-        s.pool_empty_bytes_now, s.large_free_dirty_now, s.large_free_clean_now,
-        s.pool_purged_bytes, s.large_purged_bytes, s.superslabs_unmapped, s.large_cache_hits,
-        s.large_cache_misses, s.large_realloc_in_place, s.large_realloc_mremap,
-        s.purge_delay_ms, s.unmap_delay_ms, s.pool_budget, s.large_budget, s.ss_cache_max);
-    for (size_t c = 0; c < s.nclass && n > 0 && (size_t)n < sizeof buf - 32; c++)
-        if (s.class_slabs_acquired[c])
-            n += snprintf(buf + n, sizeof buf - (size_t)n, " %zu:%zu", s.class_size[c],
-                          s.soft_cap[c]);
-    if (n > 0 && (size_t)n < sizeof buf - 2) strcpy(buf + n, "\n");
-    hk_write_err(buf);
+/* Every scalar field of struct hak_stats, for the JSON report. */
+#define HK_STATS_SCALARS(X)                                                                    \
+    X(os_mmap) X(os_munmap) X(os_madvise) X(os_mremap) X(mapped_bytes_now) X(superslabs_now)   \
+    X(superslabs_cached_now) X(slabs_active_now) X(large_now) X(large_bytes_now)               \
+    X(acquire_stage1) X(acquire_stage2) X(acquire_stage3_cache) X(acquire_stage3_mmap)         \
+    X(slab_release) X(slab_adopt) X(slab_abandon) X(remote_free) X(pool_empty_bytes_now)       \
+    X(pool_purged_bytes) X(superslabs_unmapped) X(large_free_dirty_now)                        \
+    X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
+    X(large_realloc_in_place) X(large_realloc_mremap) X(purge_delay_ms) X(unmap_delay_ms)      \
+    X(pool_budget) X(large_budget) X(ss_cache_max)
+
+/* Appends to buf at *n what fmt makes, if it fits. */
+static void hk_out(char *buf, size_t size, int *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void hk_out(char *buf, size_t size, int *n, const char *fmt, ...) {
+    if (*n < 0 || (size_t)*n >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, size - (size_t)*n, fmt, ap);
+    va_end(ap);
+    *n = k < 0 ? -1 : *n + k;
 }
 
-HK_EXPORT void hak_stats_print(void) { hk_stats_dump(); }
+/* The report as one JSON object (HAKMEM_STATS=json): every field of struct hak_stats, the
+ * classes used, and the process's page faults and peak RSS. */
+static int hk_stats_json(const struct hak_stats *s, const struct rusage *ru, char *buf,
+                         size_t size) {
+    int n = 0;
+    hk_out(buf, size, &n, "{\"pid\": %ld", (long)getpid());
+#define HK_JSON(f) hk_out(buf, size, &n, ", \"" #f "\": %zu", s->f);
+    HK_STATS_SCALARS(HK_JSON)
+#undef HK_JSON
+    hk_out(buf, size, &n, ", \"minor_faults\": %ld, \"major_faults\": %ld, \"peak_rss_kb\": %ld",
+           ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss);
+    hk_out(buf, size, &n, ", \"classes\": [");
+    int first = 1;
+    for (size_t c = 0; c < s->nclass; c++) {
+        if (!s->class_slabs_acquired[c]) continue;
+        hk_out(buf, size, &n, "%s{\"size\": %zu, \"soft_cap\": %zu, \"slabs_acquired\": %zu}",
+               first ? "" : ", ", s->class_size[c], s->soft_cap[c], s->class_slabs_acquired[c]);
+        first = 0;
+    }
+    hk_out(buf, size, &n, "]}\n");
+    return n;
+}
 
-/* Runs at exit when the library is loaded; prints the counters if HAKMEM_STATS=1. */
+static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, char *buf,
+                         size_t size) {
+    /* The pid tells apart the reports of a program and the programs it starts (they all
+     * inherit HAKMEM_STATS). */
+    int n = 0;
+    hk_out(buf, size, &n,
+           "hakmem stats (pid %ld):\n"
+           "  os: mmap %zu, munmap %zu, madvise %zu, mremap %zu\n"
+           "  mapped now %zu bytes: %zu SuperSlabs (%zu cached), %zu active slots, "
+           "%zu large blocks (%zu bytes)\n"
+           "  slab acquire: stage1 %zu, stage2 %zu, stage3 cache %zu, stage3 mmap %zu\n"
+           "  slab release %zu, abandon %zu, adopt %zu; remote frees %zu\n"
+           "  free memory kept: pool %zu bytes EMPTY, large %zu bytes resident + %zu released; "
+           "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs unmapped\n"
+           "  large: %zu hits, %zu misses; realloc %zu in place, %zu by mremap\n"
+           "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "
+           "bytes, SuperSlab cache %zu\n"
+           "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
+           "  soft caps (class size:cap, classes used):",
+           (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
+           s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
+           s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
+           s->acquire_stage2, s->acquire_stage3_cache, s->acquire_stage3_mmap, s->slab_release,
+           s->slab_abandon, s->slab_adopt, s->remote_free, s->pool_empty_bytes_now,
+           s->large_free_dirty_now, s->large_free_clean_now, s->pool_purged_bytes,
+           s->large_purged_bytes, s->superslabs_unmapped, s->large_cache_hits,
+           s->large_cache_misses, s->large_realloc_in_place, s->large_realloc_mremap,
+           s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
+           s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss);
+    for (size_t c = 0; c < s->nclass; c++)
+        if (s->class_slabs_acquired[c])
+            hk_out(buf, size, &n, " %zu:%zu", s->class_size[c], s->soft_cap[c]);
+    hk_out(buf, size, &n, "\n");
+    return n;
+}
+
+/* Writes the report, as text or JSON, to stderr or to HAKMEM_STATS_FILE. snprintf with
+ * integer conversions does not allocate in glibc. */
+void hk_stats_dump(int json) {
+    struct hak_stats s;
+    struct rusage ru;
+    hak_stats_get(&s);
+    getrusage(RUSAGE_SELF, &ru);
+    char buf[8192];
+    int n = json ? hk_stats_json(&s, &ru, buf, sizeof buf) : hk_stats_text(&s, &ru, buf, sizeof buf);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
+    int fd = 2;
+    if (hk_cfg.stats_file[0]) {
+        char path[sizeof hk_cfg.stats_file + 16];
+        hk_path_with_pid(path, sizeof path, hk_cfg.stats_file);
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) fd = 2;
+    }
+    for (int off = 0; off < n;) {
+        ssize_t w = write(fd, buf + off, (size_t)(n - off));
+        if (w <= 0) break;
+        off += (int)w;
+    }
+    if (fd != 2) close(fd);
+}
+
+HK_EXPORT void hak_stats_print(void) { hk_stats_dump(hk_cfg.stats == HK_STATS_JSON); }
+
+/* Runs at exit when the library is loaded; prints the report if HAKMEM_STATS asks for one.
+ * The program's buffered output is flushed first, so that in `prog >log 2>&1` the report
+ * comes after the program's last lines, not above them. */
 __attribute__((destructor)) static void hk_stats_at_exit(void) {
-    if (hk_cfg.stats) hk_stats_dump();
+    if (!hk_cfg.stats) return;
+    fflush(NULL);
+    hk_stats_dump(hk_cfg.stats == HK_STATS_JSON);
 }

@@ -50,6 +50,22 @@ static inline void hk_write_err(const char *s) {
     }
 }
 
+/* Copies path to dst (size bytes), with each "%p" replaced by the process id. */
+static inline void hk_path_with_pid(char *dst, size_t size, const char *path) {
+    struct hk_line l = {.n = 0};
+    for (const char *s = path; *s; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            hk_put_uint(&l, (unsigned long long)getpid());
+            s++;
+        } else {
+            hk_put_n(&l, s, 1);
+        }
+    }
+    size_t n = l.n < size - 1 ? l.n : size - 1;
+    for (size_t i = 0; i < n; i++) dst[i] = l.buf[i];
+    dst[n] = 0;
+}
+
 /* Ends the line with a newline and writes it. */
 static inline void hk_line_end(struct hk_line *l) {
     l->buf[l->n++] = '\n';

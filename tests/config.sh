@@ -57,8 +57,11 @@ while read -r name default values; do
         expect "$name" "$((max + 1))" "out of range \(0 to $max\)" ;;
     "0|1") expect "$name" 1 -; expect "$name" yes "not a number from 0 to 1"
         expect "$name" 2 "out of range \(0 to 1\)" ;;
+    *"|all") expect "$name" pool,os -; expect "$name" pool,bogus "not a list of .*" ;;
     *"|"*) expect "$name" "${values##*|}" -; expect "$name" nonsense "not one of .*" ;;
     "a directory") expect "$name" /nonexistent -; expect "$name" "$long" "longer than 255 bytes" ;;
+    "a file") [ "$name" = HAKMEM_LIB ] && continue
+        expect "$name" /dev/null -; expect "$name" "$long" "longer than 255 bytes" ;;
     esac
 done < <(printf '%s\n' "$code" |
     sed -n 's/^hakmem config: \(HAKMEM_[A-Z_]*\)=.* (default \(.*\); values \(.*\)): .*/\1 \2 \3/p')

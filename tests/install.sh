@@ -41,6 +41,9 @@ check "static: build with pkg-config --static" sh -c \
 check "static: run" sh -c "'$tmp/prog_static' | grep -qx hakmem"
 check "the installed hakmem command preloads the installed library" sh -c \
     "HAKMEM_STATS=1 '$prefix/bin/hakmem' -- build/tests/hello 2>&1 >/dev/null | grep -q '^hakmem stats'"
+check "the installed hakmem report reads a JSON report" sh -c \
+    "'$prefix/bin/hakmem' --stats=json --stats-file='$tmp/r.json' -- build/tests/hello >/dev/null &&
+     '$prefix/bin/hakmem' report '$tmp/r.json' | grep -q '^slab acquire'"
 check "make uninstall" make -s uninstall PREFIX="$prefix"
 left=$(find "$prefix" -type f -o -type l)
 if [ -z "$left" ]; then echo "PASS: install nothing left after uninstall"

@@ -64,6 +64,8 @@ run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhak
 run "stress, 10 s (make stress runs it longer)" build/tests/stress 10 4
 run "fuzz ops (libFuzzer, 10 s; make fuzz runs it longer)" tests/fuzz.sh 10
 run "configuration" tests/config.sh
+run "tracing" tests/trace.sh
+run "statistics and the hakmem command" tests/stats.sh
 run "make install, pkg-config, make uninstall" tests/install.sh
 run "misuse reports" tests/misuse.sh
 run "real programs" tests/programs.sh

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# hakmem's report: HAKMEM_STATS=json is one valid JSON object per process with every field of
+# the text report; HAKMEM_STATS_FILE ("%p": the pid) receives it; the report comes after the
+# program's own buffered output; bin/hakmem's --stats, --trace, --config, --help, and
+# `hakmem report` turning the JSON into a table.
+set -u
+cd "$(dirname "$0")/.."
+lib=$PWD/build/libhakmem.so
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+say() { if eval "$2"; then echo "PASS: stats $1"; else echo "FAIL: stats $1"; fi; }
+
+HAKMEM_STATS=json LD_PRELOAD=$lib build/tests/trace_workload >/dev/null 2>"$tmp/j"
+say "json is one valid object with the report's fields" "python3 - '$tmp/j' <<'P'
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+need = ['pid', 'os_mmap', 'os_munmap', 'os_madvise', 'os_mremap', 'acquire_stage1',
+        'acquire_stage2', 'acquire_stage3_cache', 'acquire_stage3_mmap', 'slab_adopt',
+        'large_cache_hits', 'large_cache_misses', 'minor_faults', 'peak_rss_kb', 'classes']
+assert all(k in r for k in need), [k for k in need if k not in r]
+assert r['slab_adopt'] >= 1 and r['large_cache_hits'] >= 1 and r['os_mmap'] >= 2
+assert any(c['size'] == 64 and c['slabs_acquired'] >= 1 for c in r['classes'])
+P"
+
+HAKMEM_STATS=1 HAKMEM_STATS_FILE="$tmp/s.%p" LD_PRELOAD=$lib build/tests/hello >/dev/null 2>"$tmp/err"
+say "HAKMEM_STATS_FILE with %p" "[ \$(ls '$tmp'/s.* | wc -l) -eq 1 ] && [ ! -s '$tmp/err' ] &&
+    grep -q '^hakmem stats (pid [0-9]*):' '$tmp'/s.*"
+
+# The program's last line is buffered (stdout to a file) until exit: it must come first.
+(HAKMEM_STATS=1 LD_PRELOAD=$lib build/tests/hello >"$tmp/both" 2>&1)
+say "the report comes after the program's buffered output" \
+    "[ \"\$(head -1 '$tmp/both')\" = hello ] && grep -q '^hakmem stats' '$tmp/both'"
+
+say "hakmem --stats" "bin/hakmem --stats -- build/tests/hello 2>&1 >/dev/null | grep -q '^hakmem stats (pid'"
+say "hakmem --stats=json --stats-file" "bin/hakmem --stats=json --stats-file='$tmp/c.json' build/tests/hello >/dev/null &&
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' '$tmp/c.json'"
+say "hakmem --trace=os" "bin/hakmem --trace=os -- build/tests/hello 2>&1 >/dev/null | grep -q '^hakmem trace [0-9.]* os: mmap'"
+say "hakmem --config" "bin/hakmem --config -- build/tests/hello 2>&1 >/dev/null | grep -q '^hakmem config: HAKMEM_TRACE='"
+say "hakmem --help" "bin/hakmem --help | grep -q -- '--stats\\[=json\\]'"
+say "hakmem with an unknown option fails" "! bin/hakmem --bogus build/tests/hello 2>/dev/null"
+say "hakmem report turns the JSON into a table" "bin/hakmem report '$tmp/c.json' | grep -q '^slab acquire  *stage 1'"
