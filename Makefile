@@ -92,6 +92,7 @@ TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug)
                build/tests/test_api_preload build/tests/test_misuse build/tests/test_misuse_first \
                build/tests/test_no_keys build/tests/test_oom build/tests/test_oom_debug \
                build/tests/stress build/tests/hello build/tests/trace_workload \
+               build/tests/stats_workload \
                build/tests/cxx_program
 
 build/tests/%: tests/%.c tests/check.h build/libhakmem.a
@@ -115,7 +116,8 @@ build/tests/test_api_preload: tests/test_api.c tests/check.h
 	$(CC) $(TEST_CFLAGS) -DUSE_LIBC_NAMES -o $@ $< -ldl
 # Programs run under LD_PRELOAD, linked against plain libc. The misuse cases are built without
 # optimisation and builtins, so that the compiler keeps every bad write and call as written.
-build/tests/test_no_keys build/tests/hello build/tests/trace_workload: build/tests/%: tests/%.c
+build/tests/test_no_keys build/tests/hello build/tests/trace_workload \
+build/tests/stats_workload: build/tests/%: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $<
 build/tests/test_misuse build/tests/test_misuse_first: build/tests/%: tests/%.c

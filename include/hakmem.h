@@ -42,6 +42,7 @@ int hak_owns(const void *ptr);
 #define HAK_STATS_NCLASS 64
 struct hak_stats {
     size_t os_mmap, os_munmap, os_madvise, os_mremap; /* system calls made */
+    size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes; /* and the bytes they covered */
     size_t mapped_bytes_now;                   /* SuperSlabs + large-tier mappings */
     size_t superslabs_now, superslabs_cached_now;
     size_t slabs_active_now;                   /* 64 KiB slots in slabs threads own */
@@ -50,6 +51,8 @@ struct hak_stats {
     size_t acquire_stage3_cache, acquire_stage3_mmap;
     size_t slab_release, slab_adopt, slab_abandon;
     size_t remote_free;
+    size_t pool_lock, pool_lock_waited;        /* pool mutex acquisitions; those that waited */
+    size_t threads_started, threads_exited;    /* thread heaps set up and torn down */
     /* Memory lifecycle: free memory kept resident, and what went back to the OS. */
     size_t pool_empty_bytes_now;               /* EMPTY slabs in the pool (resident) */
     size_t pool_purged_bytes;                  /* EMPTY slab pages released (madvise) */
@@ -66,6 +69,14 @@ struct hak_stats {
     size_t class_size[HAK_STATS_NCLASS];       /* block size of each class */
     size_t soft_cap[HAK_STATS_NCLASS];         /* empty slabs a thread keeps, per class */
     size_t class_slabs_acquired[HAK_STATS_NCLASS]; /* slabs taken from the pool, per class */
+    size_t class_slabs_held[HAK_STATS_NCLASS]; /* taken and not given back: threads' slabs */
+    /* Operations, counted only when HAKMEM_STATS is set at start-up (counted says so): while
+     * counting, small mallocs and frees take hakmem's slow paths, which count them. */
+    size_t counted;
+    size_t class_allocs[HAK_STATS_NCLASS], class_frees[HAK_STATS_NCLASS];
+    size_t class_remote_frees[HAK_STATS_NCLASS]; /* frees by a thread not owning the slab */
+    size_t class_live[HAK_STATS_NCLASS];       /* allocs - frees */
+    size_t large_allocs, large_frees;
 };
 void hak_stats_get(struct hak_stats *out);
 /* Writes the counters to stderr, one per line. */

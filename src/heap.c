@@ -125,7 +125,8 @@ static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s
         }
     }
     h->cur[c] = s;
-    if (s && c < HK_NSMALL) {
+    /* While counting, the fast path of free stays off: every free is counted on the slow one. */
+    if (s && c < HK_NSMALL && !hk_counting) {
         /* A current slab already on this tag loses it: its frees take the slow path. */
         uintptr_t base = (uintptr_t)hk_slab_base(s);
         unsigned t = hk_tag_index(base);
@@ -353,6 +354,8 @@ static int hk_heap_may_free(struct hk_heap *h, struct hk_slab *s, void *p, const
 #endif
 }
 
+static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
+
 void hk_heap_free_slow(void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
     struct hk_heap *h = &hk_tls;
@@ -364,6 +367,7 @@ void hk_heap_free_slow(void *p, const char *op) {
             return;
         }
         if (!hk_heap_may_free(h, s, p, op)) return;
+        if (HK_UNLIKELY(hk_counting)) hk_heap_count_free(h, s->cls, 0);
         hk_local_free(h, s, p);
         return;
     }
@@ -380,12 +384,16 @@ void hk_heap_free_slow(void *p, const char *op) {
         /* Here: another thread's slab, an orphan, a mid span, or one of ours whose table
          * entry another slab took, or a block the fast path found marked free. */
         if (!hk_heap_may_free(h, s, p, op)) return;
+        if (HK_UNLIKELY(hk_counting))
+            hk_heap_count_free(h, c, !h->owner || atomic_load_explicit(&s->owner,
+                                                        memory_order_relaxed) != h->owner);
         hk_free_dispatch(h, s, p);
         return;
     }
     if (p == NULL) return;
     int r = hk_large_free(p);
     if (r > 0) {
+        if (HK_UNLIKELY(hk_counting)) HK_STAT_INC(large_frees);
         hk_decay_tick(hk_now_ms());
         return;
     }
@@ -447,6 +455,11 @@ static int hk_heap_init(struct hk_heap *h) {
     h->owner = hk_owner_new();
     if (!h->owner) return 0;
     hk_heap_watch_exit(h);
+    HK_STAT_INC(threads_started);
+    /* While counting, the fast path of malloc stays off: every size maps to the class whose
+     * cache is always empty, and the refill counts and serves the real class. */
+    if (hk_counting)
+        for (size_t i = 0; i < sizeof h->class_table; i++) h->class_table[i] = HK_CLS_NONE;
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "start (a thread's heap is set up)", "owner@", (uintptr_t)h->owner,
                  NULL, 0, NULL, 0);
@@ -475,7 +488,23 @@ void *hk_heap_refill(unsigned c) {
     return hk_heap_alloc(c);
 }
 
-void *hk_heap_refill_size(size_t n) { return hk_heap_refill(hk_class_of(n)); }
+void *hk_heap_refill_size(size_t n) {
+    unsigned c = hk_class_of(n);
+    void *p = hk_heap_refill(c);
+    if (HK_UNLIKELY(hk_counting) && p) hk_tally_bump(&hk_tls.owner->tally.allocs[c]);
+    return p;
+}
+
+void hk_heap_count_alloc(unsigned c) {
+    if (hk_tls.owner) hk_tally_bump(&hk_tls.owner->tally.allocs[c]);
+}
+
+/* Counts a free of a block of class c (remote: of a slab the calling thread does not own). */
+static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote) {
+    if (!h->owner && !hk_heap_init(h)) return;
+    hk_tally_bump(&h->owner->tally.frees[c]);
+    if (remote) hk_tally_bump(&h->owner->tally.remote_frees[c]);
+}
 
 void *hk_heap_corrupt(unsigned c, void *b) {
     hk_report("malloc", b, "corrupted free list (a freed block was written to)");
@@ -495,6 +524,7 @@ static void hk_heap_let_go(struct hk_slab *s, uint64_t now) {
 
 static void hk_heap_teardown(struct hk_heap *h) {
     if (!h->owner) return;
+    HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,
                  NULL, 0, NULL, 0);

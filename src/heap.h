@@ -69,8 +69,10 @@ extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
 
 /* malloc slow path for class c: refills the cache, then pops. NULL with ENOMEM on failure. */
 void *hk_heap_refill(unsigned c) HK_INTERNAL;
-/* The same for a request of n <= HK_TABLE_MAX bytes. */
+/* malloc's slow path for a request of n <= HK_TABLE_MAX bytes (counted when hk_counting). */
 void *hk_heap_refill_size(size_t n) HK_INTERNAL;
+/* Counts an allocation of class c made by the calling thread (when hk_counting). */
+void hk_heap_count_alloc(unsigned c) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
  * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
 void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;

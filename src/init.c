@@ -14,6 +14,7 @@
 #include "owner.h"
 #include "policy.h"
 #include "pool.h"
+#include "stats.h"
 #include "trace.h"
 
 enum { HK_UNINIT = 0, HK_INITIALISING, HK_READY };
@@ -53,6 +54,7 @@ int hk_init(void) {
         return 1;
     }
     hk_config_load();
+    hk_counting = hk_cfg.stats != 0;
     hk_trace_init();
     hk_block_init();
     hk_policy_init();

@@ -38,6 +38,7 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
     }
     int zeroed;
     void *p = hk_large_alloc(n, align, &zeroed);
+    if (HK_UNLIKELY(hk_counting) && p) HK_STAT_INC(large_allocs);
     if (!p && HK_TRACING(HK_T_FAIL))
         hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes", n, "align",
                  align, NULL, 0);
@@ -56,10 +57,14 @@ static inline size_t hk_guard_request(size_t n) {
     return m < n ? 0 : m;
 }
 
-/* A guarded block of class c for a request of n bytes, from the heap's slow path. */
+/* A guarded block of class c for a request of n bytes, from the heap's slow path. While
+ * counting, every small request comes here with the empty class HK_CLS_NONE (heap.c). */
 static HK_NOINLINE void *hk_guarded_refill(unsigned c, size_t n) {
+    int counted_here = c == HK_CLS_NONE; /* other callers count for themselves */
+    if (counted_here) c = hk_class_of(n + HK_GUARD_ROOM);
     void *p = hk_heap_refill(c);
     if (p) hk_guard_arm(p, n, hk_class_size[c]);
+    if (counted_here && p) hk_heap_count_alloc(c);
     return p;
 }
 
@@ -89,12 +94,22 @@ HK_EXPORT void *hak_malloc(size_t n) {
     size_t m = hk_guard_request(n);
     if (HK_LIKELY(m && m <= HK_TABLE_MAX))
         return hk_guarded_alloc(hk_tls.class_table[(m + 15) >> 4], n, 1);
-    if (m && m <= HK_MID_MAX) return hk_guarded_alloc(hk_class_of_log(m), n, 0);
+    if (m && m <= HK_MID_MAX) {
+        unsigned c = hk_class_of_log(m);
+        void *p = hk_guarded_alloc(c, n, 0);
+        if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
+        return p;
+    }
     return hk_large_block(n, HK_PAGE_SIZE, 0);
 }
 #else
 static HK_NOINLINE void *hk_malloc_big(size_t n) {
-    if (n <= HK_MID_MAX) return hk_heap_alloc(hk_class_of_log(n));
+    if (n <= HK_MID_MAX) {
+        unsigned c = hk_class_of_log(n);
+        void *p = hk_heap_alloc(c);
+        if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
+        return p;
+    }
     return hk_large_block(n, HK_PAGE_SIZE, 0);
 }
 
@@ -299,10 +314,12 @@ static void *hk_alloc_aligned(size_t align, size_t n) {
         for (unsigned c = hk_class_of(need); c < HK_NCLASS; c++) {
             if ((hk_class_size[c] & (align - 1)) == 0) {
 #ifdef HK_HARDENED
-                return hk_guarded_alloc(c, n, 0);
+                void *p = hk_guarded_alloc(c, n, 0);
 #else
-                return hk_heap_alloc(c);
+                void *p = hk_heap_alloc(c);
 #endif
+                if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
+                return p;
             }
         }
     }

@@ -8,6 +8,7 @@
 
 void *hk_os_map(size_t size) {
     HK_STAT_INC(os_mmap);
+    HK_STAT_ADD(os_mmap_bytes, size);
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (HK_TRACING(HK_T_OS))
         hk_trace(HK_T_OS, p == MAP_FAILED ? "mmap failed" : "mmap", "addr@",
@@ -31,12 +32,14 @@ void *hk_os_map_aligned(size_t size, size_t align) {
 
 void hk_os_unmap(void *p, size_t size) {
     HK_STAT_INC(os_munmap);
+    HK_STAT_ADD(os_munmap_bytes, size);
     if (HK_TRACING(HK_T_OS)) hk_trace(HK_T_OS, "munmap", "addr@", (uintptr_t)p, "bytes", size, NULL, 0);
     munmap(p, size);
 }
 
 void hk_os_release(void *p, size_t size) {
     HK_STAT_INC(os_madvise);
+    HK_STAT_ADD(os_madvise_bytes, size);
     if (HK_TRACING(HK_T_OS))
         hk_trace(HK_T_OS, "madvise DONTNEED", "addr@", (uintptr_t)p, "bytes", size, NULL, 0);
     madvise(p, size, MADV_DONTNEED);

@@ -9,6 +9,8 @@
 static pthread_mutex_t hk_owner_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct hk_owner *hk_owner_free_list;
 static struct hk_owner *hk_owner_bump, *hk_owner_end;
+static struct hk_owner *hk_owner_all;   /* every record, newest first */
+static struct hk_tally hk_owner_exited; /* the counts of threads that have exited */
 
 struct hk_owner *hk_owner_new(void) {
     struct hk_owner *o;
@@ -26,6 +28,8 @@ struct hk_owner *hk_owner_new(void) {
             hk_owner_end = chunk + HK_OWNER_CHUNK / sizeof *chunk;
         }
         o = hk_owner_bump++;
+        o->next_all = hk_owner_all;
+        hk_owner_all = o;
     }
     pthread_mutex_unlock(&hk_owner_mutex);
     o->next_free = NULL;
@@ -37,8 +41,35 @@ struct hk_owner *hk_owner_new(void) {
 
 void hk_owner_retire(struct hk_owner *o) {
     pthread_mutex_lock(&hk_owner_mutex);
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+#define HK_MOVE(f)                                                                             \
+    atomic_fetch_add_explicit(&hk_owner_exited.f[c],                                           \
+                              atomic_exchange_explicit(&o->tally.f[c], 0, memory_order_relaxed), \
+                              memory_order_relaxed)
+        HK_MOVE(allocs);
+        HK_MOVE(frees);
+        HK_MOVE(remote_frees);
+#undef HK_MOVE
+    }
     o->next_free = hk_owner_free_list;
     hk_owner_free_list = o;
+    pthread_mutex_unlock(&hk_owner_mutex);
+}
+
+void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees) {
+    pthread_mutex_lock(&hk_owner_mutex);
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        allocs[c] = atomic_load_explicit(&hk_owner_exited.allocs[c], memory_order_relaxed);
+        frees[c] = atomic_load_explicit(&hk_owner_exited.frees[c], memory_order_relaxed);
+        remote_frees[c] = atomic_load_explicit(&hk_owner_exited.remote_frees[c], memory_order_relaxed);
+    }
+    for (struct hk_owner *o = hk_owner_all; o; o = o->next_all) {
+        for (unsigned c = 0; c < HK_NCLASS; c++) {
+            allocs[c] += atomic_load_explicit(&o->tally.allocs[c], memory_order_relaxed);
+            frees[c] += atomic_load_explicit(&o->tally.frees[c], memory_order_relaxed);
+            remote_frees[c] += atomic_load_explicit(&o->tally.remote_frees[c], memory_order_relaxed);
+        }
+    }
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 

@@ -15,19 +15,27 @@
 
 #include "block.h"
 #include "common.h"
+#include "stats.h"
 
 #define HK_INBOX_CLOSED ((void *)1)
 
 struct hk_owner {
     _Atomic(void *) inbox;      /* blocks freed remotely, linked as block.h says */
     struct hk_owner *next_free; /* recycling list */
-    char pad[48];               /* one cache line per record: pushers contend on it */
-};
+    struct hk_owner *next_all;  /* every record ever made (for hk_owner_tally) */
+    char pad[40];               /* one cache line for the inbox: pushers contend on it */
+    struct hk_tally tally;      /* the thread's operation counts (stats.h) */
+} __attribute__((aligned(64)));
 
 /* A record with an open, empty inbox; NULL when no memory is left. */
 struct hk_owner *hk_owner_new(void) HK_INTERNAL;
-/* Gives a record whose inbox is closed and drained back for reuse. */
+/* Gives a record whose inbox is closed and drained back for reuse; its counts join the
+ * process-wide ones. */
 void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
+
+/* Adds up the counts of every thread, live or exited, into the plain arrays given (each of
+ * HK_NCLASS entries). Exact when no thread is counting meanwhile. */
+void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees) HK_INTERNAL;
 
 /* Pushes block b; returns 0 (b untouched) if the inbox is closed. */
 static inline int hk_owner_push(struct hk_owner *o, void *b) {

@@ -12,6 +12,14 @@
 enum { HK_SSL_NONE = 0, HK_SSL_PARTIAL, HK_SSL_CACHE };
 
 static pthread_mutex_t hk_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* Takes the pool's mutex, counting the acquisitions and those that had to wait. */
+static void hk_pool_lock(void) {
+    HK_STAT_INC(pool_lock);
+    if (pthread_mutex_trylock(&hk_pool_mutex) == 0) return;
+    HK_STAT_INC(pool_lock_waited);
+    pthread_mutex_lock(&hk_pool_mutex);
+}
 /* EMPTY slabs by the class they served, newest first; [HK_CLS_NONE] holds the single slots
  * left over when part of an EMPTY span was taken by stage 2. */
 static struct hk_slab *hk_empty[HK_NCLASS + 1];
@@ -189,7 +197,7 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
     struct hk_slab *s;
     struct hk_superslab *ss;
     int i;
-    pthread_mutex_lock(&hk_pool_mutex);
+    hk_pool_lock();
     if ((s = hk_empty[c]) != NULL) {
         HK_ASSERT(s->nslots == k);
         ss = hk_ss_of((uintptr_t)s);
@@ -231,7 +239,7 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
     pthread_mutex_unlock(&hk_pool_mutex);
     /* A new SuperSlab, mapped without the lock: it is nobody's until it is listed. */
     if ((ss = hk_ss_map()) == NULL) return NULL;
-    pthread_mutex_lock(&hk_pool_mutex);
+    hk_pool_lock();
     hk_nss++;
     HK_STAT_INC(acquire_stage3_mmap);
     s = hk_activate(ss, 1, k, c, now);
@@ -282,7 +290,7 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     if (HK_TRACING(HK_T_POOL))
         hk_trace(HK_T_POOL, "release (an empty slab goes to the pool)", "class_size", s->bsize,
                  "slots", k, "slab@", (uintptr_t)hk_slab_base(s));
-    pthread_mutex_lock(&hk_pool_mutex);
+    hk_pool_lock();
     __atomic_store_n(&s->cls, HK_CLS_NONE, __ATOMIC_RELEASE);
     s->free = NULL;
     hk_released[s->last_cls]++;
@@ -305,7 +313,7 @@ size_t hk_pool_decay(uint64_t now, int force) {
         struct hk_slab *purge[HK_DECAY_BATCH];
         struct hk_superslab *unmap[HK_DECAY_BATCH];
         unsigned np = 0, nu = 0;
-        pthread_mutex_lock(&hk_pool_mutex);
+        hk_pool_lock();
         uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
         size_t budget = hk_pool_budget(), ncache_max = hk_cache_max(budget);
         /* Cached SuperSlabs first: unmapping one also drops its EMPTY slabs, with no madvise. */
@@ -348,7 +356,7 @@ size_t hk_pool_decay(uint64_t now, int force) {
             released += hk_slab_bytes(purge[x]);
         }
         if (np) {
-            pthread_mutex_lock(&hk_pool_mutex);
+            hk_pool_lock();
             for (unsigned x = 0; x < np; x++) {
                 struct hk_slab *s = purge[x];
                 struct hk_superslab *sss = hk_ss_of((uintptr_t)s);
@@ -374,7 +382,7 @@ size_t hk_pool_decay(uint64_t now, int force) {
 /* --- reports -------------------------------------------------------------------------------- */
 
 void hk_pool_demand(struct hk_pool_demand *out) {
-    pthread_mutex_lock(&hk_pool_mutex);
+    hk_pool_lock();
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         out->acquire[c] = hk_acquired[c];
         out->release[c] = hk_released[c];
@@ -388,7 +396,7 @@ void hk_pool_demand(struct hk_pool_demand *out) {
 }
 
 void hk_pool_stats(struct hak_stats *out) {
-    pthread_mutex_lock(&hk_pool_mutex);
+    hk_pool_lock();
     out->superslabs_now = hk_nss;
     out->superslabs_cached_now = hk_ncache;
     out->slabs_active_now = hk_nactive_slots;

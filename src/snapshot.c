@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../include/hakmem.h"
+#include "owner.h"
 #include "config.h"
 #include "init.h"
 #include "large.h"
@@ -33,6 +34,15 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(slab_adopt);
     HK_LOAD(slab_abandon);
     HK_LOAD(remote_free);
+    HK_LOAD(os_mmap_bytes);
+    HK_LOAD(os_munmap_bytes);
+    HK_LOAD(os_madvise_bytes);
+    HK_LOAD(pool_lock);
+    HK_LOAD(pool_lock_waited);
+    HK_LOAD(threads_started);
+    HK_LOAD(threads_exited);
+    HK_LOAD(large_allocs);
+    HK_LOAD(large_frees);
 #undef HK_LOAD
     out->superslabs_unmapped = atomic_load_explicit(&hk_ctr.ss_unmapped, memory_order_relaxed);
     hk_pool_stats(out);
@@ -45,10 +55,18 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     out->large_budget = atomic_load_explicit(&hk_pol.large_budget, memory_order_relaxed);
     out->ss_cache_max = atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
     out->nclass = HK_NCLASS;
+    out->counted = (size_t)hk_counting;
+    uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote[HK_NCLASS];
+    hk_owner_tally(allocs, frees, remote);
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         out->class_size[c] = hk_class_size[c];
         out->soft_cap[c] = hk_pol_soft_cap(c);
         out->class_slabs_acquired[c] = d.acquire[c];
+        out->class_slabs_held[c] = d.acquire[c] - d.release[c];
+        out->class_allocs[c] = allocs[c];
+        out->class_frees[c] = frees[c];
+        out->class_remote_frees[c] = remote[c];
+        out->class_live[c] = allocs[c] - frees[c];
     }
 }
 
@@ -61,7 +79,9 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(pool_purged_bytes) X(superslabs_unmapped) X(large_free_dirty_now)                        \
     X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
     X(large_realloc_in_place) X(large_realloc_mremap) X(purge_delay_ms) X(unmap_delay_ms)      \
-    X(pool_budget) X(large_budget) X(ss_cache_max)
+    X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
+    X(os_madvise_bytes) X(pool_lock) X(pool_lock_waited) X(threads_started) X(threads_exited) \
+    X(counted) X(large_allocs) X(large_frees)
 
 /* Appends to buf at *n what fmt makes, if it fits. */
 static void hk_out(char *buf, size_t size, int *n, const char *fmt, ...)
@@ -89,9 +109,14 @@ static int hk_stats_json(const struct hak_stats *s, const struct rusage *ru, cha
     hk_out(buf, size, &n, ", \"classes\": [");
     int first = 1;
     for (size_t c = 0; c < s->nclass; c++) {
-        if (!s->class_slabs_acquired[c]) continue;
-        hk_out(buf, size, &n, "%s{\"size\": %zu, \"soft_cap\": %zu, \"slabs_acquired\": %zu}",
-               first ? "" : ", ", s->class_size[c], s->soft_cap[c], s->class_slabs_acquired[c]);
+        if (!s->class_slabs_acquired[c] && !s->class_allocs[c]) continue;
+        hk_out(buf, size, &n,
+               "%s{\"size\": %zu, \"allocs\": %zu, \"frees\": %zu, \"remote_frees\": %zu, "
+               "\"live\": %zu, \"slabs_acquired\": %zu, \"slabs_held\": %zu, "
+               "\"soft_cap\": %zu}",
+               first ? "" : ", ", s->class_size[c], s->class_allocs[c], s->class_frees[c],
+               s->class_remote_frees[c], s->class_live[c], s->class_slabs_acquired[c],
+               s->class_slabs_held[c], s->soft_cap[c]);
         first = 0;
     }
     hk_out(buf, size, &n, "]}\n");
@@ -116,7 +141,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "
            "bytes, SuperSlab cache %zu\n"
            "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
-           "  soft caps (class size:cap, classes used):",
+           "  os bytes: mmap %zu, munmap %zu, madvise %zu; pool lock %zu acquisitions, %zu "
+           "waited; threads %zu started, %zu exited\n",
            (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
            s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
            s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
@@ -126,11 +152,26 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->large_purged_bytes, s->superslabs_unmapped, s->large_cache_hits,
            s->large_cache_misses, s->large_realloc_in_place, s->large_realloc_mremap,
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
-           s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss);
-    for (size_t c = 0; c < s->nclass; c++)
-        if (s->class_slabs_acquired[c])
-            hk_out(buf, size, &n, " %zu:%zu", s->class_size[c], s->soft_cap[c]);
-    hk_out(buf, size, &n, "\n");
+           s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
+           s->os_munmap_bytes, s->os_madvise_bytes, s->pool_lock, s->pool_lock_waited,
+           s->threads_started, s->threads_exited);
+    if (s->counted)
+        hk_out(buf, size, &n, "  large blocks: %zu allocated, %zu freed\n", s->large_allocs,
+               s->large_frees);
+    hk_out(buf, size, &n, "  %10s %10s %10s %10s %10s %6s %6s %4s\n", "class", "allocs",
+           "frees", "remote", "live", "slabs", "held", "cap");
+    for (size_t c = 0; c < s->nclass; c++) {
+        if (!s->class_slabs_acquired[c] && !s->class_allocs[c]) continue;
+        if (s->counted)
+            hk_out(buf, size, &n, "  %10zu %10zu %10zu %10zu %10zu %6zu %6zu %4zu\n",
+                   s->class_size[c], s->class_allocs[c], s->class_frees[c],
+                   s->class_remote_frees[c], s->class_live[c], s->class_slabs_acquired[c],
+                   s->class_slabs_held[c], s->soft_cap[c]);
+        else
+            hk_out(buf, size, &n, "  %10zu %10s %10s %10s %10s %6zu %6zu %4zu\n",
+                   s->class_size[c], "-", "-", "-", "-", s->class_slabs_acquired[c],
+                   s->class_slabs_held[c], s->soft_cap[c]);
+    }
     return n;
 }
 

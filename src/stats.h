@@ -7,16 +7,43 @@
 #include <stdatomic.h>
 
 #include "common.h"
+#include "size_class.h"
 
 struct hk_counters {
     _Atomic size_t os_mmap, os_munmap, os_madvise, os_mremap;
+    _Atomic size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes;
     _Atomic size_t acquire_stage1, acquire_stage2, acquire_stage3_cache, acquire_stage3_mmap;
     _Atomic size_t slab_release, slab_adopt, slab_abandon, remote_free;
     _Atomic size_t ss_unmapped;
+    _Atomic size_t pool_lock, pool_lock_waited; /* pool mutex acquisitions, and those that waited */
+    _Atomic size_t threads_started, threads_exited;
+    _Atomic size_t large_allocs, large_frees; /* kept when hk_counting is set */
 };
 
 extern struct hk_counters hk_ctr HK_INTERNAL;
 
 #define HK_STAT_INC(f) atomic_fetch_add_explicit(&hk_ctr.f, 1, memory_order_relaxed)
+#define HK_STAT_ADD(f, n) atomic_fetch_add_explicit(&hk_ctr.f, (n), memory_order_relaxed)
+
+/* Operations per size class (large blocks: large_allocs and large_frees above), kept only
+ * when hk_counting is
+ * set (HAKMEM_STATS at start-up): each thread counts into its own owner record (owner.h),
+ * written by that thread alone and read by others with relaxed loads; a record's counts join
+ * the process-wide ones when its thread exits. frees counts every free of the class, by any
+ * thread; remote_frees those by a thread that did not own the block's slab. */
+struct hk_tally {
+    _Atomic uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote_frees[HK_NCLASS];
+};
+
+/* Set once at start-up, before any block is handed out; read on slow paths. With it, the
+ * thread heaps route every small malloc and free through their slow paths, which count:
+ * counting costs nothing while it is off. */
+extern int hk_counting HK_INTERNAL;
+
+/* One more in a counter that only the calling thread writes. */
+static inline void hk_tally_bump(_Atomic uint64_t *x) {
+    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
 
 #endif

@@ -23,6 +23,31 @@ assert r['slab_adopt'] >= 1 and r['large_cache_hits'] >= 1 and r['os_mmap'] >= 2
 assert any(c['size'] == 64 and c['slabs_acquired'] >= 1 for c in r['classes'])
 P"
 
+# The counts of a multi-threaded run with known operations, against a run without them.
+for n in 0 400; do
+    HAKMEM_STATS=json LD_PRELOAD=$lib build/tests/stats_workload $n 2>"$tmp/w$n.json"
+done
+say "json counts are consistent and exact after a multi-threaded run" "python3 - '$tmp' <<'P'
+import json, sys
+a = json.load(open(sys.argv[1] + '/w0.json'))
+b = json.load(open(sys.argv[1] + '/w400.json'))
+assert b['counted'] == 1
+for r in (a, b):
+    for c in r['classes']:
+        assert c['allocs'] - c['frees'] == c['live'], c
+    tot = sum(c['allocs'] for c in r['classes']), sum(c['frees'] for c in r['classes'])
+    assert tot[0] - tot[1] == sum(c['live'] for c in r['classes'])
+ca = {c['size']: c for c in a['classes']}
+z = {'allocs': 0, 'frees': 0, 'remote_frees': 0, 'live': 0}
+n = 400
+for size in (224, 1536, 57344):  # the classes of 200, 1500 and 50000 bytes
+    x, y = ca.get(size, z), {c['size']: c for c in b['classes']}[size]
+    d = {k: y[k] - x[k] for k in z}
+    assert d == {'allocs': 4 * n, 'frees': 3 * n, 'remote_frees': 2 * n, 'live': n}, (size, d)
+assert b['large_allocs'] == 8 and b['large_frees'] == 4, (b['large_allocs'], b['large_frees'])
+assert b['threads_started'] >= 5 and b['threads_exited'] >= 4
+P"
+
 HAKMEM_STATS=1 HAKMEM_STATS_FILE="$tmp/s.%p" LD_PRELOAD=$lib build/tests/hello >/dev/null 2>"$tmp/err"
 say "HAKMEM_STATS_FILE with %p" "[ \$(ls '$tmp'/s.* | wc -l) -eq 1 ] && [ ! -s '$tmp/err' ] &&
     grep -q '^hakmem stats (pid [0-9]*):' '$tmp'/s.*"
