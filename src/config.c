@@ -122,7 +122,7 @@ static void hk_warn_value(const struct hk_var *v, const char *value, const char 
     hk_line_end(&l);
 }
 
-/* --- parsing --------------------------------------------------------------------------------------- */
+/* --- parsing ------------------------------------------------------------------------------ */
 
 static int hk_parse_uint(const char *s, unsigned max, unsigned *out, int *range) {
     unsigned long v = 0;

@@ -60,7 +60,8 @@ static inline int hk_guard_check(const void *p, size_t bsize, size_t *n_out) {
     uint64_t n = hk_load64((const char *)p + bsize - 8) ^ key;
     if (HK_UNLIKELY(n > bsize - HK_GUARD_ROOM))
         return n == HK_GUARD_FREE ? HK_GUARD_IS_FREE : HK_GUARD_BROKEN;
-    if (HK_UNLIKELY(hk_load64((const char *)p + n) != (key ^ HK_GUARD_CANARY))) return HK_GUARD_BROKEN;
+    if (HK_UNLIKELY(hk_load64((const char *)p + n) != (key ^ HK_GUARD_CANARY)))
+        return HK_GUARD_BROKEN;
     *n_out = (size_t)n;
     return HK_GUARD_OK;
 }

@@ -333,10 +333,13 @@ int hk_heap_block_is_free(struct hk_slab *s, void *p) {
 
 #ifdef HK_HARDENED
 void hk_heap_guard_fail(void *p, int what, const char *op) {
-    hk_report(op, p, what == HK_GUARD_IS_FREE ? "double free"
-                     : what == HK_GUARD_BROKEN
-                         ? "heap overflow (the bytes after the block were overwritten)"
-                         : "heap overflow or underflow (the bytes before the block were overwritten)");
+    static const char *const why[] = {
+        [HK_GUARD_IS_FREE] = "double free",
+        [HK_GUARD_BROKEN] = "heap overflow (the bytes after the block were overwritten)",
+        [HK_GUARD_BEFORE] = "heap overflow or underflow (the bytes before the block were "
+                            "overwritten)",
+    };
+    hk_report(op, p, why[what]);
 }
 #endif
 

@@ -471,7 +471,8 @@ void *hk_large_realloc(void *p, size_t n) {
     hk_live_grew(len - old);
     hk_mapped_bytes += len - old;
     hk_mremaps++;
-    if (HK_TRACING(HK_T_LARGE)) hk_trace(HK_T_LARGE, "realloc by mremap", "bytes", len, NULL, 0, NULL, 0);
+    if (HK_TRACING(HK_T_LARGE))
+        hk_trace(HK_T_LARGE, "realloc by mremap", "bytes", len, NULL, 0, NULL, 0);
     pthread_mutex_unlock(&hk_large_mutex);
     return q;
 }

@@ -33,7 +33,8 @@ void *hk_os_map_aligned(size_t size, size_t align) {
 void hk_os_unmap(void *p, size_t size) {
     HK_STAT_INC(os_munmap);
     HK_STAT_ADD(os_munmap_bytes, size);
-    if (HK_TRACING(HK_T_OS)) hk_trace(HK_T_OS, "munmap", "addr@", (uintptr_t)p, "bytes", size, NULL, 0);
+    if (HK_TRACING(HK_T_OS))
+        hk_trace(HK_T_OS, "munmap", "addr@", (uintptr_t)p, "bytes", size, NULL, 0);
     munmap(p, size);
 }
 

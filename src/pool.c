@@ -356,7 +356,7 @@ size_t hk_pool_decay(uint64_t now, int force) {
         }
         for (unsigned x = 0; x < np; x++) {
             if (HK_TRACING(HK_T_POOL))
-                hk_trace(HK_T_POOL, "purge (an EMPTY slab's pages are released: idle, or over budget)",
+                hk_trace(HK_T_POOL, "purge (an EMPTY slab's pages go: idle, or over budget)",
                          "slab@", (uintptr_t)hk_slab_base(purge[x]), "bytes",
                          hk_slab_bytes(purge[x]), NULL, 0);
             hk_os_release(hk_slab_base(purge[x]), hk_slab_bytes(purge[x]));

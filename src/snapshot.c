@@ -183,7 +183,8 @@ void hk_stats_dump(int json) {
     hak_stats_get(&s);
     getrusage(RUSAGE_SELF, &ru);
     char buf[8192];
-    int n = json ? hk_stats_json(&s, &ru, buf, sizeof buf) : hk_stats_text(&s, &ru, buf, sizeof buf);
+    int n = json ? hk_stats_json(&s, &ru, buf, sizeof buf)
+                 : hk_stats_text(&s, &ru, buf, sizeof buf);
     if (n < 0) return;
     if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
     int fd = 2;
