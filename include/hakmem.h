@@ -70,6 +70,8 @@ struct hak_stats {
     size_t soft_cap[HAK_STATS_NCLASS];         /* empty slabs a thread keeps, per class */
     size_t class_slabs_acquired[HAK_STATS_NCLASS]; /* slabs taken from the pool, per class */
     size_t class_slabs_held[HAK_STATS_NCLASS]; /* taken and not given back: threads' slabs */
+    size_t class_slabs_retained[HAK_STATS_NCLASS]; /* of those, empty ones threads keep */
+    size_t class_slabs_empty[HAK_STATS_NCLASS];    /* EMPTY in the pool, last of this class */
     /* Operations, counted only when HAKMEM_STATS is set at start-up (counted says so): while
      * counting, small mallocs and frees take hakmem's slow paths, which count them. */
     size_t counted;

@@ -106,6 +106,7 @@ static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
     } else if (s->list == HK_LIST_RETAINED) {
         hk_slab_list_unlink(&h->retained[c], s);
         if (--h->nretained[c] == 0) h->retained_mask &= ~((uint64_t)1 << c);
+        atomic_store_explicit(&h->owner->tally.retained[c], h->nretained[c], memory_order_relaxed);
     }
     s->list = HK_LIST_NONE;
     if (h->own[hk_own_index(base)] == base) h->own[hk_own_index(base)] = HK_TAG_NONE;
@@ -242,6 +243,7 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
         s->idle_since = now;
         hk_slab_list_push(&h->retained[c], s);
         h->nretained[c]++;
+        atomic_store_explicit(&h->owner->tally.retained[c], h->nretained[c], memory_order_relaxed);
         h->retained_mask |= (uint64_t)1 << c;
     } else {
         hk_heap_release(s, now);

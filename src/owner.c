@@ -56,13 +56,15 @@ void hk_owner_retire(struct hk_owner *o) {
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
-void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees) {
+void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees,
+                    uint64_t *retained) {
     pthread_mutex_lock(&hk_owner_mutex);
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         allocs[c] = atomic_load_explicit(&hk_owner_exited.allocs[c], memory_order_relaxed);
         frees[c] = atomic_load_explicit(&hk_owner_exited.frees[c], memory_order_relaxed);
         remote_frees[c] =
             atomic_load_explicit(&hk_owner_exited.remote_frees[c], memory_order_relaxed);
+        retained[c] = 0;
     }
     for (struct hk_owner *o = hk_owner_all; o; o = o->next_all) {
         for (unsigned c = 0; c < HK_NCLASS; c++) {
@@ -70,6 +72,7 @@ void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees) {
             frees[c] += atomic_load_explicit(&o->tally.frees[c], memory_order_relaxed);
             remote_frees[c] +=
                 atomic_load_explicit(&o->tally.remote_frees[c], memory_order_relaxed);
+            retained[c] += atomic_load_explicit(&o->tally.retained[c], memory_order_relaxed);
         }
     }
     pthread_mutex_unlock(&hk_owner_mutex);

@@ -34,8 +34,10 @@ struct hk_owner *hk_owner_new(void) HK_INTERNAL;
 void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
 
 /* Adds up the counts of every thread, live or exited, into the plain arrays given (each of
- * HK_NCLASS entries). Exact when no thread is counting meanwhile. */
-void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees) HK_INTERNAL;
+ * HK_NCLASS entries), and the empty slabs live threads keep. Exact when no thread is counting
+ * meanwhile. */
+void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees,
+                    uint64_t *retained) HK_INTERNAL;
 
 /* Pushes block b; returns 0 (b untouched) if the inbox is closed. */
 static inline int hk_owner_push(struct hk_owner *o, void *b) {

@@ -410,6 +410,11 @@ void hk_pool_stats(struct hak_stats *out) {
     out->pool_empty_bytes_now = hk_empty_bytes;
     out->pool_purged_bytes = hk_purged_bytes;
     out->mapped_bytes_now += hk_nss * HK_SS_SIZE;
+    for (unsigned c = 0; c < HK_NCLASS && c < HAK_STATS_NCLASS; c++) {
+        size_t n = 0;
+        for (struct hk_slab *s = hk_empty[c]; s; s = s->next) n++;
+        out->class_slabs_empty[c] = n;
+    }
     pthread_mutex_unlock(&hk_pool_mutex);
 }
 

@@ -56,13 +56,14 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     out->ss_cache_max = atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
     out->nclass = HK_NCLASS;
     out->counted = (size_t)hk_counting;
-    uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote[HK_NCLASS];
-    hk_owner_tally(allocs, frees, remote);
+    uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote[HK_NCLASS], retained[HK_NCLASS];
+    hk_owner_tally(allocs, frees, remote, retained);
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         out->class_size[c] = hk_class_size[c];
         out->soft_cap[c] = hk_pol_soft_cap(c);
         out->class_slabs_acquired[c] = d.acquire[c];
         out->class_slabs_held[c] = d.acquire[c] - d.release[c];
+        out->class_slabs_retained[c] = retained[c];
         out->class_allocs[c] = allocs[c];
         out->class_frees[c] = frees[c];
         out->class_remote_frees[c] = remote[c];
@@ -113,10 +114,11 @@ static int hk_stats_json(const struct hak_stats *s, const struct rusage *ru, cha
         hk_out(buf, size, &n,
                "%s{\"size\": %zu, \"allocs\": %zu, \"frees\": %zu, \"remote_frees\": %zu, "
                "\"live\": %zu, \"slabs_acquired\": %zu, \"slabs_held\": %zu, "
-               "\"soft_cap\": %zu}",
+               "\"slabs_retained\": %zu, \"slabs_empty\": %zu, \"soft_cap\": %zu}",
                first ? "" : ", ", s->class_size[c], s->class_allocs[c], s->class_frees[c],
                s->class_remote_frees[c], s->class_live[c], s->class_slabs_acquired[c],
-               s->class_slabs_held[c], s->soft_cap[c]);
+               s->class_slabs_held[c], s->class_slabs_retained[c], s->class_slabs_empty[c],
+               s->soft_cap[c]);
         first = 0;
     }
     hk_out(buf, size, &n, "]}\n");
@@ -158,19 +160,19 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
     if (s->counted)
         hk_out(buf, size, &n, "  large blocks: %zu allocated, %zu freed\n", s->large_allocs,
                s->large_frees);
-    hk_out(buf, size, &n, "  %10s %10s %10s %10s %10s %6s %6s %4s\n", "class", "allocs",
-           "frees", "remote", "live", "slabs", "held", "cap");
+    /* slabs: taken from the pool so far; held by threads now (active + retained); retained:
+     * empty ones threads keep; empty: EMPTY in the pool, last used by this class. */
+    hk_out(buf, size, &n, "  %8s %10s %10s %10s %8s %7s %6s %8s %6s %4s\n", "class", "allocs",
+           "frees", "remote", "live", "slabs", "held", "retained", "empty", "cap");
     for (size_t c = 0; c < s->nclass; c++) {
         if (!s->class_slabs_acquired[c] && !s->class_allocs[c]) continue;
+        char ops[64] = "         -          -          -        -";
         if (s->counted)
-            hk_out(buf, size, &n, "  %10zu %10zu %10zu %10zu %10zu %6zu %6zu %4zu\n",
-                   s->class_size[c], s->class_allocs[c], s->class_frees[c],
-                   s->class_remote_frees[c], s->class_live[c], s->class_slabs_acquired[c],
-                   s->class_slabs_held[c], s->soft_cap[c]);
-        else
-            hk_out(buf, size, &n, "  %10zu %10s %10s %10s %10s %6zu %6zu %4zu\n",
-                   s->class_size[c], "-", "-", "-", "-", s->class_slabs_acquired[c],
-                   s->class_slabs_held[c], s->soft_cap[c]);
+            snprintf(ops, sizeof ops, "%10zu %10zu %10zu %8zu", s->class_allocs[c],
+                     s->class_frees[c], s->class_remote_frees[c], s->class_live[c]);
+        hk_out(buf, size, &n, "  %8zu %s %7zu %6zu %8zu %6zu %4zu\n", s->class_size[c], ops,
+               s->class_slabs_acquired[c], s->class_slabs_held[c], s->class_slabs_retained[c],
+               s->class_slabs_empty[c], s->soft_cap[c]);
     }
     return n;
 }

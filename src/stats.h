@@ -33,6 +33,7 @@ extern struct hk_counters hk_ctr HK_INTERNAL;
  * thread; remote_frees those by a thread that did not own the block's slab. */
 struct hk_tally {
     _Atomic uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote_frees[HK_NCLASS];
+    _Atomic uint32_t retained[HK_NCLASS]; /* empty slabs the thread keeps now (always kept) */
 };
 
 /* Set once at start-up, before any block is handed out; read on slow paths. With it, the
