@@ -48,6 +48,14 @@ assert b['large_allocs'] == 8 and b['large_frees'] == 4, (b['large_allocs'], b['
 assert b['threads_started'] >= 5 and b['threads_exited'] >= 4
 P"
 
+# Every class in use: the whole report still fits, and stays valid JSON.
+HAKMEM_STATS=json HAKMEM_STATS_FILE="$tmp/all.json" build/tests/stress 1 2 >/dev/null
+say "json with every class in use is complete" "python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r[\"classes\"]) >= 50, len(r[\"classes\"])
+' '$tmp/all.json'"
+
 HAKMEM_STATS=1 HAKMEM_STATS_FILE="$tmp/s.%p" LD_PRELOAD=$lib build/tests/hello >/dev/null 2>"$tmp/err"
 say "HAKMEM_STATS_FILE with %p" "[ \$(ls '$tmp'/s.* | wc -l) -eq 1 ] && [ ! -s '$tmp/err' ] &&
     grep -q '^hakmem stats (pid [0-9]*):' '$tmp'/s.*"
