@@ -42,7 +42,7 @@ int hak_owns(const void *ptr);
 #define HAK_STATS_NCLASS 64
 struct hak_stats {
     size_t os_mmap, os_munmap, os_madvise, os_mremap; /* system calls made */
-    size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes; /* and the bytes they covered */
+    size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes, os_mremap_bytes; /* their bytes */
     size_t mapped_bytes_now;                   /* SuperSlabs + large-tier mappings */
     size_t superslabs_now, superslabs_cached_now;
     size_t slabs_active_now;                   /* 64 KiB slots in slabs threads own */

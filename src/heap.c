@@ -398,7 +398,7 @@ void hk_heap_free_slow(void *p, const char *op) {
     if (p == NULL) return;
     int r = hk_large_free(p);
     if (r > 0) {
-        if (HK_UNLIKELY(hk_counting)) HK_STAT_INC(large_frees);
+        if (HK_UNLIKELY(hk_counting)) hk_heap_count_large(0);
         hk_decay_tick(hk_now_ms());
         return;
     }
@@ -502,6 +502,12 @@ void *hk_heap_refill_size(size_t n) {
 
 void hk_heap_count_alloc(unsigned c) {
     if (hk_tls.owner) hk_tally_bump(&hk_tls.owner->tally.allocs[c]);
+}
+
+void hk_heap_count_large(int alloc) {
+    struct hk_heap *h = &hk_tls;
+    if (!h->owner && !hk_heap_init(h)) return;
+    hk_tally_bump(alloc ? &h->owner->tally.large_allocs : &h->owner->tally.large_frees);
 }
 
 /* Counts a free of a block of class c (remote: of a slab the calling thread does not own). */

@@ -73,6 +73,8 @@ void *hk_heap_refill(unsigned c) HK_INTERNAL;
 void *hk_heap_refill_size(size_t n) HK_INTERNAL;
 /* Counts an allocation of class c made by the calling thread (when hk_counting). */
 void hk_heap_count_alloc(unsigned c) HK_INTERNAL;
+/* Counts a large block allocated (alloc) or freed by the calling thread (when hk_counting). */
+void hk_heap_count_large(int alloc) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
  * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
 void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;

@@ -38,7 +38,7 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
     }
     int zeroed;
     void *p = hk_large_alloc(n, align, &zeroed);
-    if (HK_UNLIKELY(hk_counting) && p) HK_STAT_INC(large_allocs);
+    if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_large(1);
     if (!p && HK_TRACING(HK_T_FAIL))
         hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes", n, "align",
                  align, NULL, 0);

@@ -48,6 +48,7 @@ void hk_os_release(void *p, size_t size) {
 
 void *hk_os_remap(void *p, size_t old_size, size_t new_size) {
     HK_STAT_INC(os_mremap);
+    HK_STAT_ADD(os_mremap_bytes, new_size);
     void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE);
     if (HK_TRACING(HK_T_OS))
         hk_trace(HK_T_OS, q == MAP_FAILED ? "mremap failed" : "mremap", "addr@", (uintptr_t)p,

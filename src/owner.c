@@ -39,26 +39,32 @@ struct hk_owner *hk_owner_new(void) {
     return o;
 }
 
+/* Adds a count into another and zeroes it. */
+static void hk_move(_Atomic uint64_t *to, _Atomic uint64_t *from) {
+    atomic_fetch_add_explicit(to, atomic_exchange_explicit(from, 0, memory_order_relaxed),
+                              memory_order_relaxed);
+}
+
 void hk_owner_retire(struct hk_owner *o) {
     pthread_mutex_lock(&hk_owner_mutex);
+    struct hk_tally *t = &o->tally, *x = &hk_owner_exited;
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-#define HK_MOVE(f)                                                                             \
-    atomic_fetch_add_explicit(&hk_owner_exited.f[c],                                           \
-                              atomic_exchange_explicit(&o->tally.f[c], 0, memory_order_relaxed), \
-                              memory_order_relaxed)
-        HK_MOVE(allocs);
-        HK_MOVE(frees);
-        HK_MOVE(remote_frees);
-#undef HK_MOVE
+        hk_move(&x->allocs[c], &t->allocs[c]);
+        hk_move(&x->frees[c], &t->frees[c]);
+        hk_move(&x->remote_frees[c], &t->remote_frees[c]);
     }
+    hk_move(&x->large_allocs, &t->large_allocs);
+    hk_move(&x->large_frees, &t->large_frees);
     o->next_free = hk_owner_free_list;
     hk_owner_free_list = o;
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
 void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees,
-                    uint64_t *retained) {
+                    uint64_t *retained, uint64_t *large) {
     pthread_mutex_lock(&hk_owner_mutex);
+    large[0] = atomic_load_explicit(&hk_owner_exited.large_allocs, memory_order_relaxed);
+    large[1] = atomic_load_explicit(&hk_owner_exited.large_frees, memory_order_relaxed);
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         allocs[c] = atomic_load_explicit(&hk_owner_exited.allocs[c], memory_order_relaxed);
         frees[c] = atomic_load_explicit(&hk_owner_exited.frees[c], memory_order_relaxed);
@@ -67,6 +73,8 @@ void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees,
         retained[c] = 0;
     }
     for (struct hk_owner *o = hk_owner_all; o; o = o->next_all) {
+        large[0] += atomic_load_explicit(&o->tally.large_allocs, memory_order_relaxed);
+        large[1] += atomic_load_explicit(&o->tally.large_frees, memory_order_relaxed);
         for (unsigned c = 0; c < HK_NCLASS; c++) {
             allocs[c] += atomic_load_explicit(&o->tally.allocs[c], memory_order_relaxed);
             frees[c] += atomic_load_explicit(&o->tally.frees[c], memory_order_relaxed);

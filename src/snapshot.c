@@ -41,8 +41,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(pool_lock_waited);
     HK_LOAD(threads_started);
     HK_LOAD(threads_exited);
-    HK_LOAD(large_allocs);
-    HK_LOAD(large_frees);
+    HK_LOAD(os_mremap_bytes);
 #undef HK_LOAD
     out->superslabs_unmapped = atomic_load_explicit(&hk_ctr.ss_unmapped, memory_order_relaxed);
     hk_pool_stats(out);
@@ -57,7 +56,10 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     out->nclass = HK_NCLASS;
     out->counted = (size_t)hk_counting;
     uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote[HK_NCLASS], retained[HK_NCLASS];
-    hk_owner_tally(allocs, frees, remote, retained);
+    uint64_t large[2];
+    hk_owner_tally(allocs, frees, remote, retained, large);
+    out->large_allocs = large[0];
+    out->large_frees = large[1];
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         out->class_size[c] = hk_class_size[c];
         out->soft_cap[c] = hk_pol_soft_cap(c);
@@ -81,7 +83,8 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
     X(large_realloc_in_place) X(large_realloc_mremap) X(purge_delay_ms) X(unmap_delay_ms)      \
     X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
-    X(os_madvise_bytes) X(pool_lock) X(pool_lock_waited) X(threads_started) X(threads_exited) \
+    X(os_madvise_bytes) X(os_mremap_bytes) X(pool_lock) X(pool_lock_waited)                   \
+    X(threads_started) X(threads_exited)                                                       \
     X(counted) X(large_allocs) X(large_frees)
 
 /* Appends to buf at *n what fmt makes, if it fits. */
@@ -143,8 +146,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "
            "bytes, SuperSlab cache %zu\n"
            "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
-           "  os bytes: mmap %zu, munmap %zu, madvise %zu; pool lock %zu acquisitions, %zu "
-           "waited; threads %zu started, %zu exited\n",
+           "  os bytes: mmap %zu, munmap %zu, madvise %zu, mremap %zu; pool lock %zu "
+           "acquisitions, %zu waited; threads %zu started, %zu exited\n",
            (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
            s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
            s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
@@ -155,7 +158,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->large_cache_misses, s->large_realloc_in_place, s->large_realloc_mremap,
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
            s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
-           s->os_munmap_bytes, s->os_madvise_bytes, s->pool_lock, s->pool_lock_waited,
+           s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->pool_lock,
+           s->pool_lock_waited,
            s->threads_started, s->threads_exited);
     if (s->counted)
         hk_out(buf, size, &n, "  large blocks: %zu allocated, %zu freed\n", s->large_allocs,
