@@ -1,12 +1,15 @@
 /* The thread heap: per thread, per class, the current slab and a free list of its blocks.
  *
  * Fast paths (inlined into malloc and free, see malloc.c):
- *   malloc(n): class from the thread's copy of the class table, pop free[c].
+ *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
+ *              checked, hk_link_ok), clear the block's free mark (block.h).
  *   free(p):   t = (p >> 16) % HK_TAGS; off = p - tag[t] below tag_lim[t] means p lies in the
  *              carved part of one of this thread's current small slabs, of class c =
  *              tag_cls[t]; off a multiple of the class size (one multiply, see HK_BLOCK_DIV)
- *              means p is a block start; p not the head of free[c] means it is not the block
- *              just freed: push p onto free[c].
+ *              means p is a block start; p without the free mark is not free already: push
+ *              p onto free[c] and mark it.
+ * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
+ * always-empty class and the tag table stays empty), so that the slow paths count every call.
  * No lock, no atomic, no call, no map lookup and no write to slab metadata on either. The tag
  * table holds only current slabs, so a hit proves ownership. A miss goes to the slow path,
  * which first looks p's slab up in a second table of the thread's other slabs (own[]) and
