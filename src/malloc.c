@@ -107,6 +107,7 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
     if (n <= HK_MID_MAX) {
         unsigned c = hk_class_of_log(n);
         void *p = hk_heap_alloc(c);
+        if (p && c >= HK_NSMALL) hk_mid_note(hk_slab_of((uintptr_t)p), (uintptr_t)p, n);
         if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
         return p;
     }
@@ -222,7 +223,13 @@ static int hk_usable(void *p, const char *op, size_t *n) {
 
 HK_EXPORT size_t hak_usable_size(void *p) {
     size_t n;
-    return p && hk_usable(p, "malloc_usable_size", &n) ? n : 0;
+    if (!p || !hk_usable(p, "malloc_usable_size", &n)) return 0;
+#ifndef HK_HARDENED
+    /* Told the block's size, the program may fill all of it: realloc must then copy it all. */
+    if (n > HK_SMALL_MAX && hk_is_superslab((uintptr_t)p))
+        hk_mid_forget(hk_slab_of((uintptr_t)p), (uintptr_t)p);
+#endif
+    return n;
 }
 
 HK_EXPORT int hak_owns(const void *p) {
@@ -274,7 +281,17 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
             return p;
         }
 #else
-        if (n <= have && (have <= 128 || n >= have / 2)) return p;
+        /* A mid block's data is what was asked for (noted at allocation): halving that keeps
+         * the block, as halving the block does for small ones, as long as the block stays at
+         * least 40% used (a second halving moves it). */
+        struct hk_slab *s = hk_slab_of((uintptr_t)p);
+        int mid = s->bsize > HK_SMALL_MAX;
+        size_t used = mid ? hk_mid_used(s, (uintptr_t)p) : have;
+        if (n <= have && (have <= 128 || (n >= used / 2 && n >= have / 5 * 2))) {
+            if (mid) hk_mid_note(s, (uintptr_t)p, n); /* what a later move must copy */
+            return p;
+        }
+        have = used;
 #endif
         return hk_realloc_move(p, have, n);
     }
@@ -317,6 +334,7 @@ static void *hk_alloc_aligned(size_t align, size_t n) {
                 void *p = hk_guarded_alloc(c, n, 0);
 #else
                 void *p = hk_heap_alloc(c);
+                if (p && c >= HK_NSMALL) hk_mid_note(hk_slab_of((uintptr_t)p), (uintptr_t)p, n);
 #endif
                 if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
                 return p;

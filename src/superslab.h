@@ -71,7 +71,11 @@ struct hk_slab {
      * slot, when its pages were released (0: never used): milliseconds of hk_now_ms. */
     uint64_t idle_since;
     struct hk_slab *anext, *aprev;    /* the pool's age list of EMPTY slabs, oldest first */
-    uint8_t pad2[40];
+    /* Mid spans (at most 16 blocks): the size asked for with each block handed out, in units
+     * of 64 bytes, rounded up (0: not known). realloc copies that much, not the whole block,
+     * which can be a quarter larger. Small slabs leave it alone. */
+    uint16_t req64[16];
+    uint8_t pad2[8];
 };
 
 struct hk_superslab {
@@ -131,6 +135,29 @@ static inline size_t hk_slab_bytes(const struct hk_slab *s) {
 /* Index of the block at p in slab s, or -1 if p is not the start of a carved block. p lies in
  * s (s = hk_slab_of(p)), so its offset is below 1 MiB and the multiplication is exact for
  * every multiple of bsize. */
+/* Notes that block p (a block start) of mid span s was handed out for a request of n bytes. */
+static inline void hk_mid_note(struct hk_slab *s, uintptr_t p, size_t n) {
+    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    uint32_t i = (uint32_t)(((uint64_t)off * s->inv) >> 32);
+    s->req64[i & 15] = (uint16_t)((n + 63) >> 6);
+}
+
+/* Block p (a block start) of mid span s may now hold data in all of its bytes: the program
+ * asked for its usable size, and programs use it (redis sizes its strings by it). */
+static inline void hk_mid_forget(struct hk_slab *s, uintptr_t p) {
+    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    s->req64[(((uint64_t)off * s->inv) >> 32) & 15] = 0;
+}
+
+/* Bytes of block p of mid span s that hold the program's data: its request as noted (up to
+ * 63 bytes more), or the whole block where none was noted. */
+static inline size_t hk_mid_used(const struct hk_slab *s, uintptr_t p) {
+    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    uint32_t i = (uint32_t)(((uint64_t)off * s->inv) >> 32);
+    size_t n = (size_t)s->req64[i & 15] << 6;
+    return n && n < s->bsize ? n : s->bsize;
+}
+
 static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
     uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
     uint32_t bs = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);

@@ -126,6 +126,35 @@ TEST(realloc_semantics) {
     CHECK(A(realloc)(q, 0) == NULL); /* glibc: frees the block */
 }
 
+/* A program told a block's usable size may fill all of it (redis sizes its strings so):
+ * realloc must keep every usable byte then, in every tier; shrinking in place and growing
+ * again keeps what the program wrote. */
+TEST(realloc_keeps_the_usable_bytes) {
+    size_t sizes[] = {100, 3000, 40000, 70000, 300000, 700000, 2000000};
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        unsigned char *p = A(malloc)(sizes[i]);
+        size_t u = USABLE(p);
+        CHECK(u >= sizes[i]);
+        for (size_t j = 0; j < u; j++) p[j] = (unsigned char)(j * 7 + i);
+        unsigned char *q = A(realloc)(p, u * 2 + 1000);
+        CHECK(q != NULL);
+        size_t bad = 0;
+        for (size_t j = 0; j < u; j++) bad += q[j] != (unsigned char)(j * 7 + i);
+        CHECKF(bad == 0, "%zu: %zu of the %zu usable bytes lost by realloc", sizes[i], bad, u);
+        /* halve in place, write the new size, grow again */
+        size_t half = (u * 2 + 1000) / 2;
+        unsigned char *r = A(realloc)(q, half);
+        CHECK(r != NULL);
+        for (size_t j = 0; j < half; j++) r[j] = (unsigned char)(j * 3 + i);
+        unsigned char *s = A(realloc)(r, half * 4);
+        CHECK(s != NULL);
+        bad = 0;
+        for (size_t j = 0; j < half; j++) bad += s[j] != (unsigned char)(j * 3 + i);
+        CHECKF(bad == 0, "%zu: %zu of %zu bytes lost after a shrink", sizes[i], bad, half);
+        A(free)(s);
+    }
+}
+
 TEST(posix_memalign_checks_alignment) {
     void *p = (void *)1;
     CHECK(A(posix_memalign)(&p, 0, 10) == EINVAL);
@@ -233,6 +262,7 @@ int main(void) {
     RUN(impossible_sizes_give_enomem);
     RUN(calloc_zeroes);
     RUN(realloc_semantics);
+    RUN(realloc_keeps_the_usable_bytes);
     RUN(posix_memalign_checks_alignment);
     RUN(aligned_alloc_memalign_valloc_pvalloc);
     RUN(sized_frees);
