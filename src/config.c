@@ -38,7 +38,7 @@ struct hk_var {
     void *dst;           /* unsigned * (UINT, FLAGS), int * (BOOL, CHOICE), char[max] (PATH) */
     unsigned max;        /* UINT: largest value accepted (the smallest is 0); PATH: buffer */
     const char *choices; /* CHOICE: the words, '|' between, their index is the value; FLAGS:
-                          * the words, bit i for word i, any list of them with ',' or "all" */
+                          * the words, bit i for word i, any list of them with ',' or "all"; PATH: what it names */
     const char *meaning; /* one line, for HAKMEM_CONFIG=1 */
 };
 
@@ -57,11 +57,11 @@ static const struct hk_var hk_vars[] = {
     {"HAKMEM_ACE", HK_VAR_BOOL, &hk_cfg.ace, 1, NULL, "adapt caps, caches and delays to demand"},
     {"HAKMEM_BG_THREAD", HK_VAR_BOOL, &hk_cfg.bg_thread, 1, NULL,
      "a background thread releases idle memory on time"},
-    {"HAKMEM_CGROUP", HK_VAR_PATH, hk_cfg.cgroup, sizeof hk_cfg.cgroup, NULL,
+    {"HAKMEM_CGROUP", HK_VAR_PATH, hk_cfg.cgroup, sizeof hk_cfg.cgroup, "a directory",
      "cgroup v2 directory ACE watches (empty: the process's own)"},
     {"HAKMEM_STATS", HK_VAR_CHOICE, &hk_cfg.stats, 2, "0|1|json",
      "print the report at exit (1: text, json: one JSON object)"},
-    {"HAKMEM_STATS_FILE", HK_VAR_PATH, hk_cfg.stats_file, sizeof hk_cfg.stats_file, NULL,
+    {"HAKMEM_STATS_FILE", HK_VAR_PATH, hk_cfg.stats_file, sizeof hk_cfg.stats_file, "a file",
      "write the report to this file (%p: the pid; empty: stderr)"},
     {"HAKMEM_ON_ERROR", HK_VAR_CHOICE, &hk_cfg.on_error, 1, "abort|warn",
      "what a detected misuse does after its report"},
@@ -69,7 +69,7 @@ static const struct hk_var hk_vars[] = {
      "print the configuration at start-up"},
     {"HAKMEM_TRACE", HK_VAR_FLAGS, &hk_cfg.trace, 0, "pool|os|large|ace|thread|fail",
      "trace these categories (a list with ',', or all)"},
-    {"HAKMEM_TRACE_FILE", HK_VAR_PATH, hk_cfg.trace_file, sizeof hk_cfg.trace_file, NULL,
+    {"HAKMEM_TRACE_FILE", HK_VAR_PATH, hk_cfg.trace_file, sizeof hk_cfg.trace_file, "a file",
      "trace to this file (%p: the pid; empty: stderr)"},
     {"HAKMEM_LIB", HK_VAR_LAUNCHER, NULL, 0, NULL, "the library bin/hakmem preloads"},
 };
@@ -259,7 +259,7 @@ static void hk_put_range(struct hk_line *l, const struct hk_var *v) {
         hk_put(l, v->choices);
         hk_put(l, "|all");
         break;
-    case HK_VAR_PATH: hk_put(l, v->dst == hk_cfg.cgroup ? "a directory" : "a file"); break;
+    case HK_VAR_PATH: hk_put(l, v->choices); break;
     default: hk_put(l, "a file"); break;
     }
 }

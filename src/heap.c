@@ -291,7 +291,9 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
             hk_local_free(h, s, p);
             return;
         } else if (hk_owner_push(o, p)) {
-            HK_STAT_INC(remote_free);
+            /* Counted by the thread, not in a shared atomic: this runs once per remote free. */
+            if (h->owner) hk_tally_bump(&h->owner->tally.remote_pushes);
+            else HK_STAT_INC(remote_free);
             return;
         }
         /* The owner exited or the orphan was adopted meanwhile: look again. */

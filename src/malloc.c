@@ -48,6 +48,19 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
     return p;
 }
 
+/* Bookkeeping of a small or mid block p of class c just handed out for n bytes (p may be
+ * NULL): a mid block notes its request (superslab.h), and the call is counted if asked. */
+static inline void *hk_handed_out(void *p, unsigned c, size_t n) {
+    if (!p) return NULL;
+#ifndef HK_HARDENED /* the hardened build knows the request from its guards */
+    if (c >= HK_NSMALL) hk_mid_note(hk_slab_of((uintptr_t)p), (uintptr_t)p, n);
+#else
+    (void)n;
+#endif
+    if (HK_UNLIKELY(hk_counting)) hk_heap_count_alloc(c);
+    return p;
+}
+
 #ifdef HK_HARDENED
 /* Block bytes for a request of n: the guards' room (which keeps requests out of the 16-byte
  * class, whose free blocks have no room for a trailer beside the link and the free mark).
@@ -96,9 +109,7 @@ HK_EXPORT void *hak_malloc(size_t n) {
         return hk_guarded_alloc(hk_tls.class_table[(m + 15) >> 4], n, 1);
     if (m && m <= HK_MID_MAX) {
         unsigned c = hk_class_of_log(m);
-        void *p = hk_guarded_alloc(c, n, 0);
-        if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
-        return p;
+        return hk_handed_out(hk_guarded_alloc(c, n, 0), c, n);
     }
     return hk_large_block(n, HK_PAGE_SIZE, 0);
 }
@@ -106,10 +117,7 @@ HK_EXPORT void *hak_malloc(size_t n) {
 static HK_NOINLINE void *hk_malloc_big(size_t n) {
     if (n <= HK_MID_MAX) {
         unsigned c = hk_class_of_log(n);
-        void *p = hk_heap_alloc(c);
-        if (p && c >= HK_NSMALL) hk_mid_note(hk_slab_of((uintptr_t)p), (uintptr_t)p, n);
-        if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
-        return p;
+        return hk_handed_out(hk_heap_alloc(c), c, n);
     }
     return hk_large_block(n, HK_PAGE_SIZE, 0);
 }
@@ -331,13 +339,10 @@ static void *hk_alloc_aligned(size_t align, size_t n) {
         for (unsigned c = hk_class_of(need); c < HK_NCLASS; c++) {
             if ((hk_class_size[c] & (align - 1)) == 0) {
 #ifdef HK_HARDENED
-                void *p = hk_guarded_alloc(c, n, 0);
+                return hk_handed_out(hk_guarded_alloc(c, n, 0), c, n);
 #else
-                void *p = hk_heap_alloc(c);
-                if (p && c >= HK_NSMALL) hk_mid_note(hk_slab_of((uintptr_t)p), (uintptr_t)p, n);
+                return hk_handed_out(hk_heap_alloc(c), c, n);
 #endif
-                if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_alloc(c);
-                return p;
             }
         }
     }

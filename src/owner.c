@@ -55,34 +55,32 @@ void hk_owner_retire(struct hk_owner *o) {
     }
     hk_move(&x->large_allocs, &t->large_allocs);
     hk_move(&x->large_frees, &t->large_frees);
+    hk_move(&x->remote_pushes, &t->remote_pushes);
     o->next_free = hk_owner_free_list;
     hk_owner_free_list = o;
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
-void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees,
-                    uint64_t *retained, uint64_t *large) {
-    pthread_mutex_lock(&hk_owner_mutex);
-    large[0] = atomic_load_explicit(&hk_owner_exited.large_allocs, memory_order_relaxed);
-    large[1] = atomic_load_explicit(&hk_owner_exited.large_frees, memory_order_relaxed);
+/* Adds one tally into a sum. */
+static void hk_tally_add(struct hk_tally_sum *sum, struct hk_tally *t) {
+#define HK_ADD(x, y) x += atomic_load_explicit(&y, memory_order_relaxed)
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-        allocs[c] = atomic_load_explicit(&hk_owner_exited.allocs[c], memory_order_relaxed);
-        frees[c] = atomic_load_explicit(&hk_owner_exited.frees[c], memory_order_relaxed);
-        remote_frees[c] =
-            atomic_load_explicit(&hk_owner_exited.remote_frees[c], memory_order_relaxed);
-        retained[c] = 0;
+        HK_ADD(sum->allocs[c], t->allocs[c]);
+        HK_ADD(sum->frees[c], t->frees[c]);
+        HK_ADD(sum->remote_frees[c], t->remote_frees[c]);
+        HK_ADD(sum->retained[c], t->retained[c]);
     }
-    for (struct hk_owner *o = hk_owner_all; o; o = o->next_all) {
-        large[0] += atomic_load_explicit(&o->tally.large_allocs, memory_order_relaxed);
-        large[1] += atomic_load_explicit(&o->tally.large_frees, memory_order_relaxed);
-        for (unsigned c = 0; c < HK_NCLASS; c++) {
-            allocs[c] += atomic_load_explicit(&o->tally.allocs[c], memory_order_relaxed);
-            frees[c] += atomic_load_explicit(&o->tally.frees[c], memory_order_relaxed);
-            remote_frees[c] +=
-                atomic_load_explicit(&o->tally.remote_frees[c], memory_order_relaxed);
-            retained[c] += atomic_load_explicit(&o->tally.retained[c], memory_order_relaxed);
-        }
-    }
+    HK_ADD(sum->large_allocs, t->large_allocs);
+    HK_ADD(sum->large_frees, t->large_frees);
+    HK_ADD(sum->remote_pushes, t->remote_pushes);
+#undef HK_ADD
+}
+
+void hk_owner_tally(struct hk_tally_sum *sum) {
+    *sum = (struct hk_tally_sum){0};
+    pthread_mutex_lock(&hk_owner_mutex);
+    hk_tally_add(sum, &hk_owner_exited);
+    for (struct hk_owner *o = hk_owner_all; o; o = o->next_all) hk_tally_add(sum, &o->tally);
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 

@@ -33,12 +33,9 @@ struct hk_owner *hk_owner_new(void) HK_INTERNAL;
  * process-wide ones. */
 void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
 
-/* Adds up the counts of every thread, live or exited, into the plain arrays given (each of
- * HK_NCLASS entries), and the empty slabs live threads keep; large[0] and large[1] get the large
- * blocks allocated and freed. Exact when no thread is counting
- * meanwhile. */
-void hk_owner_tally(uint64_t *allocs, uint64_t *frees, uint64_t *remote_frees,
-                    uint64_t *retained, uint64_t *large) HK_INTERNAL;
+/* Adds up the tallies of every thread, live or exited (exact when no thread counts meanwhile;
+ * the retained slabs are those of live threads). */
+void hk_owner_tally(struct hk_tally_sum *sum) HK_INTERNAL;
 
 /* Pushes block b; returns 0 (b untouched) if the inbox is closed. */
 static inline int hk_owner_push(struct hk_owner *o, void *b) {

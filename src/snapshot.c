@@ -33,7 +33,6 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(slab_release);
     HK_LOAD(slab_adopt);
     HK_LOAD(slab_abandon);
-    HK_LOAD(remote_free);
     HK_LOAD(os_mmap_bytes);
     HK_LOAD(os_munmap_bytes);
     HK_LOAD(os_madvise_bytes);
@@ -55,21 +54,23 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     out->ss_cache_max = atomic_load_explicit(&hk_pol.ss_cache, memory_order_relaxed);
     out->nclass = HK_NCLASS;
     out->counted = (size_t)hk_counting;
-    uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote[HK_NCLASS], retained[HK_NCLASS];
-    uint64_t large[2];
-    hk_owner_tally(allocs, frees, remote, retained, large);
-    out->large_allocs = large[0];
-    out->large_frees = large[1];
+    struct hk_tally_sum t;
+    hk_owner_tally(&t);
+    out->large_allocs = t.large_allocs;
+    out->large_frees = t.large_frees;
+    /* Remote frees of threads with a heap are counted in their tallies, the rest here. */
+    out->remote_free = t.remote_pushes + atomic_load_explicit(&hk_ctr.remote_free,
+                                                              memory_order_relaxed);
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         out->class_size[c] = hk_class_size[c];
         out->soft_cap[c] = hk_pol_soft_cap(c);
         out->class_slabs_acquired[c] = d.acquire[c];
         out->class_slabs_held[c] = d.acquire[c] - d.release[c];
-        out->class_slabs_retained[c] = retained[c];
-        out->class_allocs[c] = allocs[c];
-        out->class_frees[c] = frees[c];
-        out->class_remote_frees[c] = remote[c];
-        out->class_live[c] = allocs[c] - frees[c];
+        out->class_slabs_retained[c] = t.retained[c];
+        out->class_allocs[c] = t.allocs[c];
+        out->class_frees[c] = t.frees[c];
+        out->class_remote_frees[c] = t.remote_frees[c];
+        out->class_live[c] = t.allocs[c] - t.frees[c];
     }
 }
 

@@ -13,7 +13,8 @@ struct hk_counters {
     _Atomic size_t os_mmap, os_munmap, os_madvise, os_mremap;
     _Atomic size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes;
     _Atomic size_t acquire_stage1, acquire_stage2, acquire_stage3_cache, acquire_stage3_mmap;
-    _Atomic size_t slab_release, slab_adopt, slab_abandon, remote_free;
+    _Atomic size_t slab_release, slab_adopt, slab_abandon;
+    _Atomic size_t remote_free; /* by threads without a heap (the others count in their tally) */
     _Atomic size_t ss_unmapped;
     _Atomic size_t pool_lock, pool_lock_waited; /* pool mutex acquisitions, and those that waited */
     _Atomic size_t threads_started, threads_exited;
@@ -33,7 +34,15 @@ extern struct hk_counters hk_ctr HK_INTERNAL;
 struct hk_tally {
     _Atomic uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote_frees[HK_NCLASS];
     _Atomic uint64_t large_allocs, large_frees;
+    _Atomic uint64_t remote_pushes;       /* blocks handed to other threads (always kept) */
     _Atomic uint32_t retained[HK_NCLASS]; /* empty slabs the thread keeps now (always kept) */
+};
+
+/* The tallies of all threads added up (owner.c's hk_owner_tally). */
+struct hk_tally_sum {
+    uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote_frees[HK_NCLASS];
+    uint64_t large_allocs, large_frees, remote_pushes;
+    uint64_t retained[HK_NCLASS];
 };
 
 /* Set once at start-up, before any block is handed out; read on slow paths. With it, the

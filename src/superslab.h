@@ -135,33 +135,34 @@ static inline size_t hk_slab_bytes(const struct hk_slab *s) {
 /* Index of the block at p in slab s, or -1 if p is not the start of a carved block. p lies in
  * s (s = hk_slab_of(p)), so its offset is below 1 MiB and the multiplication is exact for
  * every multiple of bsize. */
+/* Index of the block of slab s that p lies in (exact for a block start). */
+static inline uint32_t hk_block_of(const struct hk_slab *s, uintptr_t p) {
+    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    return (uint32_t)(((uint64_t)off * __atomic_load_n(&s->inv, __ATOMIC_RELAXED)) >> 32);
+}
+
 /* Notes that block p (a block start) of mid span s was handed out for a request of n bytes. */
 static inline void hk_mid_note(struct hk_slab *s, uintptr_t p, size_t n) {
-    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
-    uint32_t i = (uint32_t)(((uint64_t)off * s->inv) >> 32);
-    s->req64[i & 15] = (uint16_t)((n + 63) >> 6);
+    s->req64[hk_block_of(s, p) & 15] = (uint16_t)((n + 63) >> 6);
 }
 
 /* Block p (a block start) of mid span s may now hold data in all of its bytes: the program
  * asked for its usable size, and programs use it (redis sizes its strings by it). */
 static inline void hk_mid_forget(struct hk_slab *s, uintptr_t p) {
-    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
-    s->req64[(((uint64_t)off * s->inv) >> 32) & 15] = 0;
+    s->req64[hk_block_of(s, p) & 15] = 0;
 }
 
 /* Bytes of block p of mid span s that hold the program's data: its request as noted (up to
  * 63 bytes more), or the whole block where none was noted. */
 static inline size_t hk_mid_used(const struct hk_slab *s, uintptr_t p) {
-    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
-    uint32_t i = (uint32_t)(((uint64_t)off * s->inv) >> 32);
-    size_t n = (size_t)s->req64[i & 15] << 6;
+    size_t n = (size_t)s->req64[hk_block_of(s, p) & 15] << 6;
     return n && n < s->bsize ? n : s->bsize;
 }
 
 static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
     uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
     uint32_t bs = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
-    uint32_t i = (uint32_t)(((uint64_t)off * __atomic_load_n(&s->inv, __ATOMIC_RELAXED)) >> 32);
+    uint32_t i = hk_block_of(s, p);
     /* carved grows while the owner carves; another thread validating a free reads it racily,
      * and any block it may legitimately free was carved before it was handed out. */
     if (i * bs != off || i >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED)) return -1;
