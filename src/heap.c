@@ -251,8 +251,11 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
     if (now >= h->next_tick) hk_heap_tick(h, now);
 }
 
+static void hk_batch_flush_all(struct hk_heap *h);
+
 void hk_heap_trim(void) {
     struct hk_heap *h = &hk_tls;
+    hk_batch_flush_all(h);
     for (uint64_t m = h->retained_mask; m; m &= m - 1)
         hk_heap_unretain(h, (unsigned)__builtin_ctzll(m), 0, 0);
 }
@@ -281,6 +284,63 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
     }
 }
 
+static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p);
+
+/* Counts n blocks handed to other threads: by the thread where it has a record, not in a
+ * shared atomic. */
+static void hk_count_pushes(struct hk_heap *h, uint32_t n) {
+    if (h->owner) {
+        _Atomic uint64_t *x = &h->owner->tally.remote_pushes;
+        atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n,
+                              memory_order_relaxed);
+    } else {
+        HK_STAT_ADD(remote_free, n);
+    }
+}
+
+/* Hands batch entry b to its owner. If the owner has exited meanwhile (its inbox is closed),
+ * each block is freed again, to whoever owns its slab now. */
+static void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
+    void *head = b->head, *tail = b->tail;
+    uint32_t n = b->n;
+    h->batch_mask &= ~(1u << (b - h->batch));
+    b->head = b->tail = NULL;
+    b->n = b->bytes = 0;
+    if (hk_owner_push_list(b->to, head, tail)) {
+        hk_count_pushes(h, n);
+        return;
+    }
+    hk_link_set(tail, NULL);
+    while (head) {
+        void *next = hk_link_get(head);
+        hk_free_dispatch(h, hk_slab_of((uintptr_t)head), head);
+        head = next;
+    }
+}
+
+/* Hands every waiting batch over. */
+static void hk_batch_flush_all(struct hk_heap *h) {
+    while (h->batch_mask) hk_batch_flush(h, &h->batch[__builtin_ctz(h->batch_mask)]);
+}
+
+/* Adds block p (size bytes) for owner o to the thread's batches. The entry is chosen by a
+ * hash of the record's address; one that holds another owner's blocks is flushed first. */
+static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_t size) {
+    unsigned i = (unsigned)(((uintptr_t)o * 0x9e3779b97f4a7c15u) >> 61);
+    struct hk_batch *b = &h->batch[i];
+    if (b->to != o) {
+        if (b->n) hk_batch_flush(h, b);
+        b->to = o;
+    }
+    hk_block_push(&b->head, p);
+    if (b->n++ == 0) {
+        b->tail = p;
+        h->batch_mask |= 1u << i;
+    }
+    b->bytes += size;
+    if (b->n >= HK_BATCH_BLOCKS || b->bytes >= HK_BATCH_BYTES) hk_batch_flush(h, b);
+}
+
 /* Frees p of slab s on behalf of whichever thread owns s now. */
 static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
     for (;;) {
@@ -290,11 +350,16 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
         } else if (o == h->owner) {
             hk_local_free(h, s, p);
             return;
-        } else if (hk_owner_push(o, p)) {
-            /* Counted by the thread, not in a shared atomic: this runs once per remote free. */
-            if (h->owner) hk_tally_bump(&h->owner->tally.remote_pushes);
-            else HK_STAT_INC(remote_free);
+        } else if (s->cls < HK_NSMALL) {
+            /* Small blocks travel in batches; a mid block (32 KiB and more) goes alone. */
+            hk_batch_add(h, o, p, s->bsize);
             return;
+        } else {
+            hk_mark_free(p);
+            if (hk_owner_push_list(o, p, p)) {
+                hk_count_pushes(h, 1);
+                return;
+            }
         }
         /* The owner exited or the orphan was adopted meanwhile: look again. */
     }
@@ -480,6 +545,7 @@ void *hk_heap_refill(unsigned c) {
         return NULL;
     }
     if (atomic_load_explicit(&h->owner->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
+    if (h->batch_mask) hk_batch_flush_all(h);
     if (h->tick_countdown-- == 0) {
         uint64_t now = hk_now_ms();
         h->tick_countdown = HK_TICK_REFILLS;
@@ -543,6 +609,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
                  NULL, 0, NULL, 0);
     uint64_t now = hk_now_ms();
     hk_heap_drain(h);
+    hk_batch_flush_all(h);
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         struct hk_slab *s = h->cur[c];
         if (s) {
@@ -578,6 +645,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
     }
     /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */
     hk_heap_free_list(h, hk_owner_close(h->owner));
+    hk_batch_flush_all(h); /* what that passed on to other threads */
     hk_owner_retire(h->owner);
     h->owner = NULL;
 }

@@ -43,6 +43,20 @@
 /* What free compares with a tag: the slab base if p is 16-byte aligned, else a non-base. */
 #define HK_TAG_MASK (~(uintptr_t)0xfff0)
 
+/* Remote frees are collected per destination owner and handed over a batch at a time, with
+ * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
+ * bytes, when its entry is wanted for another owner, when the thread refills, trims or
+ * exits. So at most HK_BATCHES * HK_BATCH_BYTES of a thread's remote frees wait in it. */
+#define HK_BATCHES 8
+#define HK_BATCH_BLOCKS 32
+#define HK_BATCH_BYTES (64u * 1024)
+
+struct hk_batch {
+    struct hk_owner *to; /* the owner of every block here (at the time of its free) */
+    void *head, *tail;   /* linked and marked free, ready for hk_owner_push_list */
+    uint32_t n, bytes;
+};
+
 struct hk_heap {
     void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
     uintptr_t tag[HK_TAGS];               /* base addresses of current slabs */
@@ -66,6 +80,8 @@ struct hk_heap {
     /* Base addresses of owned slabs that are not current, indexed like tag[]: the first check
      * of free's slow path, so a free to any of this thread's slabs skips the chunk map. */
     uintptr_t own[HK_OWN_TAGS];
+    unsigned batch_mask;                  /* entries of batch[] that hold blocks */
+    struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
 };
 
 extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;

@@ -5,8 +5,9 @@
  * Records are never unmapped; a record whose thread exited is recycled for a new thread.
  *
  * The inbox is a lock-free stack of blocks freed by threads that do not own their slab:
- * any thread pushes (CAS), only the owner takes, and it takes everything at once (exchange),
- * so there is no ABA. When the thread exits, the inbox is closed: pushes fail, and the pusher
+ * any thread pushes a chain of them (one CAS for the batch a freeing thread collected, see
+ * heap.h), only the owner takes, and it takes everything at once (exchange), so there is no
+ * ABA. When the thread exits, the inbox is closed: pushes fail, and the pusher
  * looks at the slab's owner again (it has been cleared by then). */
 #ifndef HK_OWNER_H
 #define HK_OWNER_H
@@ -37,14 +38,14 @@ void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
  * the retained slabs are those of live threads). */
 void hk_owner_tally(struct hk_tally_sum *sum) HK_INTERNAL;
 
-/* Pushes block b; returns 0 (b untouched) if the inbox is closed. */
-static inline int hk_owner_push(struct hk_owner *o, void *b) {
+/* Pushes a chain of blocks, head to tail, already linked and marked free, with one CAS;
+ * returns 0 (the chain untouched but for tail's link) if the inbox is closed. */
+static inline int hk_owner_push_list(struct hk_owner *o, void *head, void *tail) {
     void *old = atomic_load_explicit(&o->inbox, memory_order_relaxed);
-    hk_mark_free(b);
     do {
         if (old == HK_INBOX_CLOSED) return 0;
-        hk_link_set(b, old);
-    } while (!atomic_compare_exchange_weak_explicit(&o->inbox, &old, b, memory_order_release,
+        hk_link_set(tail, old);
+    } while (!atomic_compare_exchange_weak_explicit(&o->inbox, &old, head, memory_order_release,
                                                     memory_order_acquire));
     return 1;
 }

@@ -1,0 +1,97 @@
+/*
+ * shared_swap THREADS N SLOTS BIG_PCT BIG_MAX SEED
+ *
+ * Threads that share one table of live blocks.  Each step, a thread picks a
+ * random slot, allocates a new block, writes it, swaps it into the slot with
+ * an atomic exchange and frees whatever block the slot held before, after
+ * checking its contents.  The old block was allocated by any of the threads,
+ * so with T threads about (T-1)/T of all frees are of another thread's blocks:
+ * the pattern of a server whose worker threads replace entries of a shared
+ * cache.  Sizes: 16..128 bytes, except BIG_PCT percent of 128..BIG_MAX bytes
+ * (log-uniform).  N steps in total, split between the threads.  Reports steps
+ * per second; the table is freed at the end.
+ */
+#include "common.h"
+#include <stdatomic.h>
+
+struct block_head {
+    uint64_t tag;  /* the slot and step that made the block, checked on free */
+};
+
+static _Atomic(struct block_head *) *g_slot;
+static uint64_t g_slots, g_steps, g_big_pct, g_big_max, g_seed;
+
+struct worker {
+    uint64_t index;
+    uint64_t steps;
+};
+
+static size_t pick_size(rng_t *r)
+{
+    if (rng_below(r, 100) < g_big_pct)
+        return (size_t)rng_log_range(r, 129, g_big_max);
+    return (size_t)rng_range(r, 16, 128);
+}
+
+static void check_and_free(struct block_head *b, uint64_t slot)
+{
+    if (b == NULL)
+        return;
+    if ((b->tag & 0xffffffffu) != slot)
+        die("slot %" PRIu64 " holds a block tagged for slot %" PRIu64 " (corrupted)",
+            slot, b->tag & 0xffffffffu);
+    free(b);
+}
+
+static void *run(void *arg)
+{
+    struct worker *w = arg;
+    rng_t r;
+    rng_seed(&r, g_seed, w->index + 1);
+    for (uint64_t i = 0; i < w->steps; i++) {
+        uint64_t slot = rng_below(&r, g_slots);
+        size_t sz = pick_size(&r);
+        struct block_head *b = xmalloc(sz);
+        b->tag = slot | (i << 32);
+        ((unsigned char *)b)[sz - 1] = (unsigned char)i;
+        check_and_free(atomic_exchange_explicit(&g_slot[slot], b, memory_order_acq_rel), slot);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    bench_init(argc, argv, "shared_swap",
+               "[THREADS=2] [N=10000000] [SLOTS=100000] [BIG_PCT=5] [BIG_MAX=16384] [SEED=42]", 6);
+    uint64_t nthreads = arg_threads(argc, argv, 1);
+    g_steps = arg_u64(argc, argv, 2, "N", 10000000, 1, UINT64_MAX / 2);
+    g_slots = arg_u64(argc, argv, 3, "SLOTS", 100000, 1, 1ULL << 32);
+    g_big_pct = arg_u64(argc, argv, 4, "BIG_PCT", 5, 0, 100);
+    g_big_max = arg_u64(argc, argv, 5, "BIG_MAX", 16384, 129, 1ULL << 30);
+    g_seed = arg_u64(argc, argv, 6, "SEED", 42, 0, UINT64_MAX);
+    print_params("threads=%" PRIu64 " n=%" PRIu64 " slots=%" PRIu64 " big_pct=%" PRIu64
+                 " big_max=%" PRIu64 " seed=%" PRIu64,
+                 nthreads, g_steps, g_slots, g_big_pct, g_big_max, g_seed);
+
+    g_slot = xcalloc((size_t)g_slots, sizeof *g_slot);
+    struct worker *w = xcalloc((size_t)nthreads, sizeof *w);
+    pthread_t *tid = xcalloc((size_t)nthreads, sizeof *tid);
+    for (uint64_t i = 0; i < nthreads; i++) {
+        w[i].index = i;
+        w[i].steps = g_steps / nthreads + (i < g_steps % nthreads ? 1 : 0);
+    }
+
+    double t0 = now_sec();
+    for (uint64_t i = 0; i < nthreads; i++)
+        xpthread_create(&tid[i], run, &w[i]);
+    xpthread_join_all(tid, nthreads);
+    double t1 = now_sec();
+
+    for (uint64_t s = 0; s < g_slots; s++)
+        check_and_free(atomic_load_explicit(&g_slot[s], memory_order_relaxed), s);
+    free(g_slot);
+    free(w);
+    free(tid);
+    print_result((double)g_steps, t1 - t0, NULL);
+    return 0;
+}
