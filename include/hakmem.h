@@ -51,6 +51,7 @@ struct hak_stats {
     size_t acquire_stage3_cache, acquire_stage3_mmap;
     size_t slab_release, slab_adopt, slab_abandon;
     size_t remote_free;
+    size_t inbox_helps;                        /* idle threads' remote frees applied by others */
     size_t pool_lock, pool_lock_waited;        /* pool mutex acquisitions; those that waited */
     size_t threads_started, threads_exited;    /* thread heaps set up and torn down */
     /* Memory lifecycle: free memory kept resident, and what went back to the OS. */

@@ -1,8 +1,12 @@
+#define _GNU_SOURCE /* syscall */
 #include "heap.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "decay.h"
@@ -59,7 +63,116 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
                 sched_yield();
         }
     }
-    if (st == 2) pthread_setspecific(hk_exit_key, h);
+    h->hooked = st == 2 && pthread_setspecific(hk_exit_key, h) == 0;
+}
+
+/* --- idle owners ---------------------------------------------------------------------------- */
+
+/* Blocks other threads free into a thread's inbox are applied by the owner at its next refill.
+ * A thread that has stopped allocating (blocked, or busy with other work) would strand them,
+ * and with them every slab they would empty. So a scan, run at most every HK_HELP_MS from any
+ * thread's tick, looks at every owner record: an inbox whose first block is the one the last
+ * scan saw has not been taken for at least HK_HELP_MS, and the scanning thread applies it to
+ * the idle owner's slabs itself: an emptied slab is kept or goes to the pool as if the owner
+ * had freed its last block.
+ *
+ * Exclusion at no cost to the owner's slow paths beyond two plain stores and a load: the owner
+ * marks them busy (hk_heap_enter, hk_heap_leave); a helper claims the record, then
+ * membarrier(PRIVATE_EXPEDITED) makes every running thread of the process pass a full barrier,
+ * and then the helper reads busy. Either the owner's busy is visible by then and the helper
+ * backs off (the next scan tries again), or the owner's next slow path sees the claim and
+ * waits for it. A helper changes only what the owner changes on its slow paths (slab lists,
+ * slabs' free lists and counts, the heap's lists and batches), never the caches and tags its
+ * fast paths use. Without membarrier (kernels before 4.14, seccomp filters) inboxes wait for
+ * their owners; under ThreadSanitizer, which cannot see membarrier's ordering, too. */
+
+#define HK_HELP_MS 10
+
+/* A helper has claimed the calling thread's record: waits until it is done. */
+static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_owner *o) {
+    do {
+        atomic_store_explicit(&o->busy, 0, memory_order_release);
+        while (atomic_load_explicit(&o->claim, memory_order_acquire)) sched_yield();
+        atomic_store_explicit(&o->busy, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+    } while (atomic_load_explicit(&o->claim, memory_order_acquire));
+}
+
+static _Atomic int hk_mb_state; /* 0 not tried, 1 registered, -1 not to be had */
+static _Atomic uint64_t hk_help_next;
+
+/* Enters a slow path of the calling thread's heap; returns the record to pass to leave.
+ * Slow paths do not nest, but for one case that needs no care: a corrupt cache found by the
+ * refill refills again (hk_heap_corrupt), and the outer refill, once the inner one has left,
+ * only returns the block. */
+static inline struct hk_owner *hk_heap_enter(struct hk_heap *h) {
+    struct hk_owner *o = h->owner;
+    if (o) {
+        atomic_store_explicit(&o->busy, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst); /* membarrier orders the store and the load */
+        if (HK_UNLIKELY(atomic_load_explicit(&o->claim, memory_order_acquire))) hk_heap_wait(o);
+    }
+    return o;
+}
+
+static inline void hk_heap_leave(struct hk_owner *o) {
+    if (o) atomic_store_explicit(&o->busy, 0, memory_order_release);
+}
+
+/* A full barrier on every running thread of the process: 1, or 0 where there is none. */
+static int hk_membarrier(void) {
+#if defined(__SANITIZE_THREAD__)
+    return 0;
+#else
+    int st = atomic_load_explicit(&hk_mb_state, memory_order_relaxed);
+    if (st == 0) {
+        st = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+        atomic_store_explicit(&hk_mb_state, st, memory_order_relaxed);
+    }
+    return st > 0 && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+}
+
+static void hk_heap_free_list(struct hk_heap *h, void *b);
+static void hk_batch_flush_all(struct hk_heap *h);
+
+/* Applies the inbox of record o, whose owner has not taken it, if the owner is not in a slow
+ * path now. */
+static void hk_heap_help(struct hk_owner *o) {
+    unsigned free_claim = 0;
+    if (!atomic_compare_exchange_strong_explicit(&o->claim, &free_claim, 1, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return;
+    int err = errno; /* a failed syscall must not show through malloc */
+    if (hk_membarrier() && !atomic_load_explicit(&o->busy, memory_order_acquire)) {
+        struct hk_heap *oh = atomic_load_explicit(&o->heap, memory_order_acquire);
+        void *b;
+        if (oh && (b = hk_owner_take(o)) != NULL && b != HK_INBOX_CLOSED) {
+            if (HK_TRACING(HK_T_THREAD))
+                hk_trace(HK_T_THREAD, "help (an idle thread's remote frees applied)", "owner@",
+                         (uintptr_t)o, NULL, 0, NULL, 0);
+            hk_heap_free_list(oh, b);
+            hk_batch_flush_all(oh); /* blocks passed on to other threads */
+            HK_STAT_INC(inbox_helps);
+        }
+    }
+    errno = err;
+    atomic_store_explicit(&o->claim, 0, memory_order_release);
+}
+
+/* The scan for idle owners (see above); h is the calling thread's heap. */
+static void hk_heap_help_idle(struct hk_heap *h, uint64_t now) {
+    uint64_t next = atomic_load_explicit(&hk_help_next, memory_order_relaxed);
+    if (now < next || !atomic_compare_exchange_strong_explicit(&hk_help_next, &next,
+                                                               now + HK_HELP_MS,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed))
+        return;
+    for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) {
+        void *in = atomic_load_explicit(&o->inbox, memory_order_relaxed);
+        void *was = atomic_exchange_explicit(&o->seen, in, memory_order_relaxed);
+        if (in != NULL && in != HK_INBOX_CLOSED && in == was && o != h->owner) hk_heap_help(o);
+    }
 }
 
 /* --- heap lists ----------------------------------------------------------------------------- */
@@ -230,6 +343,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
         unsigned c = (unsigned)__builtin_ctzll(m);
         hk_heap_unretain(h, c, hk_pol_soft_cap(c), older);
     }
+    hk_heap_help_idle(h, now);
     hk_decay_tick(now);
 }
 
@@ -255,9 +369,11 @@ static void hk_batch_flush_all(struct hk_heap *h);
 
 void hk_heap_trim(void) {
     struct hk_heap *h = &hk_tls;
+    struct hk_owner *o = hk_heap_enter(h);
     hk_batch_flush_all(h);
     for (uint64_t m = h->retained_mask; m; m &= m - 1)
         hk_heap_unretain(h, (unsigned)__builtin_ctzll(m), 0, 0);
+    hk_heap_leave(o);
 }
 
 /* --- free ----------------------------------------------------------------------------------- */
@@ -350,8 +466,9 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
         } else if (o == h->owner) {
             hk_local_free(h, s, p);
             return;
-        } else if (s->cls < HK_NSMALL) {
-            /* Small blocks travel in batches; a mid block (32 KiB and more) goes alone. */
+        } else if (s->cls < HK_NSMALL && h->hooked) {
+            /* Small blocks travel in batches. A mid block (32 KiB and more) goes alone, and so
+             * does every block of a thread whose exit would not flush its batches. */
             hk_batch_add(h, o, p, s->bsize);
             return;
         } else {
@@ -397,7 +514,12 @@ static int hk_heap_is_free(struct hk_heap *h, struct hk_slab *s, void *p) {
 }
 
 int hk_heap_block_is_free(struct hk_slab *s, void *p) {
-    return hk_marked_free(p) && hk_heap_is_free(&hk_tls, s, p);
+    if (!hk_marked_free(p)) return 0;
+    struct hk_heap *h = &hk_tls;
+    struct hk_owner *o = hk_heap_enter(h);
+    int r = hk_heap_is_free(h, s, p);
+    hk_heap_leave(o);
+    return r;
 }
 
 #ifdef HK_HARDENED
@@ -428,9 +550,8 @@ static int hk_heap_may_free(struct hk_heap *h, struct hk_slab *s, void *p, const
 
 static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
 
-void hk_heap_free_slow(void *p, const char *op) {
+static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
-    struct hk_heap *h = &hk_tls;
     if (HK_LIKELY(h->own[hk_own_index(a)] == (a & HK_TAG_MASK))) {
         /* One of this thread's other small slabs (p is 16-byte aligned in it). */
         struct hk_slab *s = hk_slot_of(a);
@@ -470,6 +591,13 @@ void hk_heap_free_slow(void *p, const char *op) {
         return;
     }
     hk_report(op, p, r < 0 ? "double free" : "invalid pointer (not allocated by hakmem)");
+}
+
+void hk_heap_free_slow(void *p, const char *op) {
+    struct hk_heap *h = &hk_tls;
+    struct hk_owner *o = hk_heap_enter(h);
+    hk_heap_free_checked(h, p, op);
+    hk_heap_leave(o);
 }
 
 /* --- malloc's slow path ---------------------------------------------------------------------- */
@@ -526,6 +654,7 @@ static int hk_heap_init(struct hk_heap *h) {
     if (h->owner) return 1;
     h->owner = hk_owner_new();
     if (!h->owner) return 0;
+    atomic_store_explicit(&h->owner->heap, h, memory_order_release);
     hk_heap_watch_exit(h);
     HK_STAT_INC(threads_started);
     /* While counting, the fast path of malloc stays off: every size maps to the class whose
@@ -544,21 +673,25 @@ void *hk_heap_refill(unsigned c) {
         errno = ENOMEM;
         return NULL;
     }
-    if (atomic_load_explicit(&h->owner->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
+    struct hk_owner *o = hk_heap_enter(h);
+    if (atomic_load_explicit(&o->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
     if (h->batch_mask) hk_batch_flush_all(h);
     if (h->tick_countdown-- == 0) {
         uint64_t now = hk_now_ms();
         h->tick_countdown = HK_TICK_REFILLS;
         if (now >= h->next_tick) hk_heap_tick(h, now);
     }
-    if (!h->free[c] && !hk_heap_fill(h, c)) {
+    void *p = NULL;
+    if (h->free[c] || hk_heap_fill(h, c)) {
+        p = hk_heap_alloc(c);
+    } else {
         if (HK_TRACING(HK_T_FAIL))
             hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes",
                      hk_class_size[c], NULL, 0, NULL, 0);
         errno = ENOMEM;
-        return NULL;
     }
-    return hk_heap_alloc(c);
+    hk_heap_leave(o);
+    return p;
 }
 
 void *hk_heap_refill_size(size_t n) {
@@ -603,6 +736,7 @@ static void hk_heap_let_go(struct hk_slab *s, uint64_t now) {
 
 static void hk_heap_teardown(struct hk_heap *h) {
     if (!h->owner) return;
+    struct hk_owner *o = hk_heap_enter(h);
     HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,
@@ -646,8 +780,11 @@ static void hk_heap_teardown(struct hk_heap *h) {
     /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */
     hk_heap_free_list(h, hk_owner_close(h->owner));
     hk_batch_flush_all(h); /* what that passed on to other threads */
-    hk_owner_retire(h->owner);
+    atomic_store_explicit(&o->heap, NULL, memory_order_relaxed); /* helpers: nothing to do */
+    hk_heap_leave(o);
+    hk_owner_retire(o);
     h->owner = NULL;
+    h->hooked = 0; /* until a later call sets the heap up again */
 }
 
 uint32_t hk_heap_slab_live(const struct hk_slab *s) {

@@ -80,6 +80,7 @@ struct hk_heap {
     /* Base addresses of owned slabs that are not current, indexed like tag[]: the first check
      * of free's slow path, so a free to any of this thread's slabs skips the chunk map. */
     uintptr_t own[HK_OWN_TAGS];
+    uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
 };

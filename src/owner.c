@@ -9,7 +9,7 @@
 static pthread_mutex_t hk_owner_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct hk_owner *hk_owner_free_list;
 static struct hk_owner *hk_owner_bump, *hk_owner_end;
-static struct hk_owner *hk_owner_all;   /* every record, newest first */
+static struct hk_owner *_Atomic hk_owner_all; /* every record, newest first */
 static struct hk_tally hk_owner_exited; /* the counts of threads that have exited */
 
 struct hk_owner *hk_owner_new(void) {
@@ -28,8 +28,8 @@ struct hk_owner *hk_owner_new(void) {
             hk_owner_end = chunk + HK_OWNER_CHUNK / sizeof *chunk;
         }
         o = hk_owner_bump++;
-        o->next_all = hk_owner_all;
-        hk_owner_all = o;
+        o->next_all = atomic_load_explicit(&hk_owner_all, memory_order_relaxed);
+        atomic_store_explicit(&hk_owner_all, o, memory_order_release);
     }
     pthread_mutex_unlock(&hk_owner_mutex);
     o->next_free = NULL;
@@ -61,6 +61,10 @@ void hk_owner_retire(struct hk_owner *o) {
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
+struct hk_owner *hk_owner_first(void) {
+    return atomic_load_explicit(&hk_owner_all, memory_order_acquire);
+}
+
 /* Adds one tally into a sum. */
 static void hk_tally_add(struct hk_tally_sum *sum, struct hk_tally *t) {
 #define HK_ADD(x, y) x += atomic_load_explicit(&y, memory_order_relaxed)
@@ -80,7 +84,7 @@ void hk_owner_tally(struct hk_tally_sum *sum) {
     *sum = (struct hk_tally_sum){0};
     pthread_mutex_lock(&hk_owner_mutex);
     hk_tally_add(sum, &hk_owner_exited);
-    for (struct hk_owner *o = hk_owner_all; o; o = o->next_all) hk_tally_add(sum, &o->tally);
+    for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) hk_tally_add(sum, &o->tally);
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 

@@ -23,8 +23,14 @@
 struct hk_owner {
     _Atomic(void *) inbox;      /* blocks freed remotely, linked as block.h says */
     struct hk_owner *next_free; /* recycling list */
-    struct hk_owner *next_all;  /* every record ever made (for hk_owner_tally) */
+    struct hk_owner *next_all;  /* every record ever made; set before it is published */
     char pad[40];               /* one cache line for the inbox: pushers contend on it */
+    /* The owner's slow paths against a helper that applies an idle owner's inbox (heap.c,
+     * "Idle owners"): busy is written by the owner only, claim by helpers. */
+    _Atomic unsigned busy;      /* nonzero while the owner runs a slow path */
+    _Atomic unsigned claim;     /* nonzero while a helper works on the owner's heap */
+    _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
+    _Atomic(void *) seen;       /* the inbox as the last scan for idle owners saw it */
     struct hk_tally tally;      /* the thread's operation counts (stats.h) */
 } __attribute__((aligned(64)));
 
@@ -33,6 +39,10 @@ struct hk_owner *hk_owner_new(void) HK_INTERNAL;
 /* Gives a record whose inbox is closed and drained back for reuse; its counts join the
  * process-wide ones. */
 void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
+
+/* The newest record; older ones follow by next_all. Records are never unmapped, so the list
+ * may be walked without a lock. */
+struct hk_owner *hk_owner_first(void) HK_INTERNAL;
 
 /* Adds up the tallies of every thread, live or exited (exact when no thread counts meanwhile;
  * the retained slabs are those of live threads). */

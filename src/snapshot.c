@@ -33,6 +33,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(slab_release);
     HK_LOAD(slab_adopt);
     HK_LOAD(slab_abandon);
+    HK_LOAD(inbox_helps);
     HK_LOAD(os_mmap_bytes);
     HK_LOAD(os_munmap_bytes);
     HK_LOAD(os_madvise_bytes);
@@ -79,7 +80,8 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(os_mmap) X(os_munmap) X(os_madvise) X(os_mremap) X(mapped_bytes_now) X(superslabs_now)   \
     X(superslabs_cached_now) X(slabs_active_now) X(large_now) X(large_bytes_now)               \
     X(acquire_stage1) X(acquire_stage2) X(acquire_stage3_cache) X(acquire_stage3_mmap)         \
-    X(slab_release) X(slab_adopt) X(slab_abandon) X(remote_free) X(pool_empty_bytes_now)       \
+    X(slab_release) X(slab_adopt) X(slab_abandon) X(remote_free) X(inbox_helps)                \
+    X(pool_empty_bytes_now)                                                                    \
     X(pool_purged_bytes) X(superslabs_unmapped) X(large_free_dirty_now)                        \
     X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
     X(large_realloc_in_place) X(large_realloc_mremap) X(purge_delay_ms) X(unmap_delay_ms)      \
@@ -140,7 +142,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  mapped now %zu bytes: %zu SuperSlabs (%zu cached), %zu active slots, "
            "%zu large blocks (%zu bytes)\n"
            "  slab acquire: stage1 %zu, stage2 %zu, stage3 cache %zu, stage3 mmap %zu\n"
-           "  slab release %zu, abandon %zu, adopt %zu; remote frees %zu\n"
+           "  slab release %zu, abandon %zu, adopt %zu; remote frees %zu (idle owners' applied by "
+           "others %zu)\n"
            "  free memory kept: pool %zu bytes EMPTY, large %zu bytes resident + %zu released; "
            "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs unmapped\n"
            "  large: %zu hits, %zu misses; realloc %zu in place, %zu by mremap\n"
@@ -153,7 +156,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
            s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
            s->acquire_stage2, s->acquire_stage3_cache, s->acquire_stage3_mmap, s->slab_release,
-           s->slab_abandon, s->slab_adopt, s->remote_free, s->pool_empty_bytes_now,
+           s->slab_abandon, s->slab_adopt, s->remote_free, s->inbox_helps, s->pool_empty_bytes_now,
            s->large_free_dirty_now, s->large_free_clean_now, s->pool_purged_bytes,
            s->large_purged_bytes, s->superslabs_unmapped, s->large_cache_hits,
            s->large_cache_misses, s->large_realloc_in_place, s->large_realloc_mremap,
