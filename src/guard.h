@@ -23,9 +23,13 @@
 
 #define HK_GUARD_ROOM 16 /* canary + trailer */
 #define HK_GUARD_FREE (~(uint64_t)0)
-#define HK_GUARD_CANARY 0x5a5ac3c3a5a53c3cull /* canary = key ^ this (a trailer never is) */
+#define HK_GUARD_CANARY 0x5a5ac3c3a5a53c3cull /* canary = (key ^ this) | 1: a trailer never is */
 
 enum { HK_GUARD_OK, HK_GUARD_IS_FREE, HK_GUARD_BROKEN };
+
+/* The canary of a block whose key is key: its first byte odd, so that an off-by-one write of
+ * an even byte (a string's NUL, for one) always shows; other bytes show with odds 255/256. */
+static inline uint64_t hk_guard_canary(uint64_t key) { return (key ^ HK_GUARD_CANARY) | 1; }
 
 /* The secret as seen from block p: differs between blocks, so that a trailer or canary
  * copied from one block does not verify in another. */
@@ -50,7 +54,7 @@ static inline uint64_t hk_guard_trailer(const void *p, size_t bsize) {
 /* Arms block p of bsize bytes for a request of n bytes (n + HK_GUARD_ROOM <= bsize). */
 static inline void hk_guard_arm(void *p, size_t n, size_t bsize) {
     uint64_t key = hk_guard_key(p);
-    hk_store64((char *)p + n, key ^ HK_GUARD_CANARY);
+    hk_store64((char *)p + n, hk_guard_canary(key));
     hk_store64((char *)p + bsize - 8, key ^ (uint64_t)n);
 }
 
@@ -60,7 +64,7 @@ static inline int hk_guard_check(const void *p, size_t bsize, size_t *n_out) {
     uint64_t n = hk_load64((const char *)p + bsize - 8) ^ key;
     if (HK_UNLIKELY(n > bsize - HK_GUARD_ROOM))
         return n == HK_GUARD_FREE ? HK_GUARD_IS_FREE : HK_GUARD_BROKEN;
-    if (HK_UNLIKELY(hk_load64((const char *)p + n) != (key ^ HK_GUARD_CANARY)))
+    if (HK_UNLIKELY(hk_load64((const char *)p + n) != hk_guard_canary(key)))
         return HK_GUARD_BROKEN;
     *n_out = (size_t)n;
     return HK_GUARD_OK;

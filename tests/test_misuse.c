@@ -43,6 +43,15 @@ static char *fresh(size_t n) {
     return p;
 }
 
+/* A fresh block with another block before it: the hardened build finds a write before a
+ * block in the trailer of the block before, and a block at the start of a 64 KiB slab (its
+ * carve order is random) has none. */
+static char *fresh_inner(size_t n) {
+    char *p = fresh(n);
+    while (((uintptr_t)p & 0xffff) == 0) p = fresh(n);
+    return p;
+}
+
 /* --- invalid frees ---------------------------------------------------------------------------- */
 
 static void free_stack(void) {
@@ -297,17 +306,17 @@ static void overflow_64_then_malloc(void) {
 /* --- underflows (writes before the start) ------------------------------------------------------- */
 
 static void underflow_1(void) {
-    char *p = fresh(64);
+    char *p = fresh_inner(64);
     p[-1] = 'x';
     free(p);
 }
 static void underflow_8(void) {
-    char *p = fresh(64);
+    char *p = fresh_inner(64);
     memset(p - 8, 'x', 8);
     free(p);
 }
 static void underflow_32(void) {
-    char *p = fresh(64);
+    char *p = fresh_inner(64);
     memset(p - 32, 'x', 32);
     free(p);
 }
