@@ -60,6 +60,22 @@ static inline int hk_marked_free(const void *b) {
 }
 #endif
 
+/* The free mark's value, for a path that checks and sets it in one go (loaded once), with
+ * the check and the store that take it. */
+static inline uintptr_t hk_free_mark(void) { return hk_secret.mark; }
+#ifdef HK_HARDENED
+static inline int hk_marked_as(const void *b, uintptr_t mark) {
+    (void)b, (void)mark;
+    return 0;
+}
+static inline void hk_mark_as(void *b, uintptr_t mark) { (void)b, (void)mark; }
+#else
+static inline int hk_marked_as(const void *b, uintptr_t mark) {
+    return ((const uintptr_t *)b)[1] == mark;
+}
+static inline void hk_mark_as(void *b, uintptr_t mark) { ((uintptr_t *)b)[1] = mark; }
+#endif
+
 /* Pushes block b onto the list at *head, marking it free. */
 static inline void hk_block_push(void **head, void *b) {
     hk_link_set(b, *head);

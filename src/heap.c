@@ -21,21 +21,37 @@
 #include "trace.h"
 
 HK_TLS struct hk_heap hk_tls = {
-    .tag = {[0 ... HK_TAGS - 1] = HK_TAG_NONE},
 #define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
     .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
     .class_table = {HK_CLASS_TABLE_INIT},
-    .own = {[0 ... HK_OWN_TAGS - 1] = HK_TAG_NONE},
 };
 
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
 #define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
 
-static inline unsigned hk_tag_index(uintptr_t base) {
-    return (unsigned)(base >> HK_SLAB_SHIFT) & (HK_TAGS - 1);
+/* The owned-slab table entry of slab s. */
+static inline struct hk_owned *hk_owned_entry(struct hk_heap *h, const struct hk_slab *s) {
+    return &h->owned[((uintptr_t)hk_slab_base(s) >> HK_SLAB_SHIFT) & (HK_OWNED - 1)];
 }
-static inline unsigned hk_own_index(uintptr_t base) {
-    return (unsigned)(base >> HK_SLAB_SHIFT) & (HK_OWN_TAGS - 1);
+
+/* Gives small slab s the entry of its index (a slab there loses it: its frees take the slow
+ * path), set for s being current or not. While counting, the table stays empty: every free
+ * is counted on the slow path. */
+static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
+    if (s->cls >= HK_NSMALL || hk_counting) return;
+    struct hk_owned *e = hk_owned_entry(h, s);
+    int current = h->cur[s->cls] == s;
+    e->base = (uintptr_t)hk_slab_base(s);
+    e->lim = (uintptr_t)s->carved * s->bsize;
+    e->slab = s;
+    e->head = current ? &h->free[s->cls] : &s->free;
+    e->div = h->block_div[s->cls];
+    e->dec = !current;
+}
+
+static void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
+    struct hk_owned *e = hk_owned_entry(h, s);
+    if (e->slab == s) *e = (struct hk_owned){0};
 }
 
 /* --- the thread-exit hook --------------------------------------------------------------------- */
@@ -89,11 +105,11 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
 #define HK_HELP_MS 10
 
 /* A helper has claimed the calling thread's record: waits until it is done. */
-static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_owner *o) {
+static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_heap *h, struct hk_owner *o) {
     do {
-        atomic_store_explicit(&o->busy, 0, memory_order_release);
+        atomic_store_explicit(&h->busy, 0, memory_order_release);
         while (atomic_load_explicit(&o->claim, memory_order_acquire)) sched_yield();
-        atomic_store_explicit(&o->busy, 1, memory_order_relaxed);
+        atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst);
     } while (atomic_load_explicit(&o->claim, memory_order_acquire));
 }
@@ -101,22 +117,19 @@ static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_owner *o) {
 static _Atomic int hk_mb_state; /* 0 not tried, 1 registered, -1 not to be had */
 static _Atomic uint64_t hk_help_next;
 
-/* Enters a slow path of the calling thread's heap; returns the record to pass to leave.
+/* Enters a slow path of the calling thread's heap (marks it busy).
  * Slow paths do not nest, but for one case that needs no care: a corrupt cache found by the
  * refill refills again (hk_heap_corrupt), and the outer refill, once the inner one has left,
  * only returns the block. */
-static inline struct hk_owner *hk_heap_enter(struct hk_heap *h) {
+static inline void hk_heap_enter(struct hk_heap *h) {
     struct hk_owner *o = h->owner;
-    if (o) {
-        atomic_store_explicit(&o->busy, 1, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst); /* membarrier orders the store and the load */
-        if (HK_UNLIKELY(atomic_load_explicit(&o->claim, memory_order_acquire))) hk_heap_wait(o);
-    }
-    return o;
+    atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* membarrier orders the store and the load */
+    if (o && HK_UNLIKELY(atomic_load_explicit(&o->claim, memory_order_acquire))) hk_heap_wait(h, o);
 }
 
-static inline void hk_heap_leave(struct hk_owner *o) {
-    if (o) atomic_store_explicit(&o->busy, 0, memory_order_release);
+static inline void hk_heap_leave(struct hk_heap *h) {
+    atomic_store_explicit(&h->busy, 0, memory_order_release);
 }
 
 /* A full barrier on every running thread of the process: 1, or 0 where there is none. */
@@ -144,10 +157,11 @@ static void hk_heap_help(struct hk_owner *o) {
                                                  memory_order_relaxed))
         return;
     int err = errno; /* a failed syscall must not show through malloc */
-    if (hk_membarrier() && !atomic_load_explicit(&o->busy, memory_order_acquire)) {
-        struct hk_heap *oh = atomic_load_explicit(&o->heap, memory_order_acquire);
+    struct hk_heap *oh;
+    if (hk_membarrier() && (oh = atomic_load_explicit(&o->heap, memory_order_acquire)) != NULL &&
+        !atomic_load_explicit(&oh->busy, memory_order_acquire)) {
         void *b;
-        if (oh && (b = hk_owner_take(o)) != NULL && b != HK_INBOX_CLOSED) {
+        if ((b = hk_owner_take(o)) != NULL && b != HK_INBOX_CLOSED) {
             if (HK_TRACING(HK_T_THREAD))
                 hk_trace(HK_T_THREAD, "help (an idle thread's remote frees applied)", "owner@",
                          (uintptr_t)o, NULL, 0, NULL, 0);
@@ -197,20 +211,17 @@ static void hk_partial_unlink(struct hk_heap *h, struct hk_slab *s) {
 /* Puts an owned, non-current slab on its heap list (PARTIAL or FULL) and, if it is small, in
  * own[] (mid spans stay out, as they stay out of the tag table). */
 static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list) {
-    uintptr_t base = (uintptr_t)hk_slab_base(s);
     if (list == HK_LIST_PARTIAL) {
         hk_partial_append(h, s);
     } else {
         s->list = list;
         hk_slab_list_push(&h->full[s->cls], s);
     }
-    /* A slab already there falls back to the full path. */
-    if (s->cls < HK_NSMALL) h->own[hk_own_index(base)] = base;
+    hk_owned_set(h, s);
 }
 
 /* Takes an owned, non-current slab off its heap list (and out of own[]). */
 static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
-    uintptr_t base = (uintptr_t)hk_slab_base(s);
     unsigned c = s->cls;
     if (s->list == HK_LIST_PARTIAL) {
         hk_partial_unlink(h, s);
@@ -222,32 +233,16 @@ static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
         atomic_store_explicit(&h->owner->tally.retained[c], h->nretained[c], memory_order_relaxed);
     }
     s->list = HK_LIST_NONE;
-    if (h->own[hk_own_index(base)] == base) h->own[hk_own_index(base)] = HK_TAG_NONE;
+    hk_owned_clear(h, s);
 }
 
-/* Makes s (or nothing) the current slab of class c and keeps the tag table in step. Spans of
- * mid classes stay out of it: their frees are rare next to the bytes they carry, and the slow
- * path validates every one of them in full (an interior pointer is reported, not pushed). */
+/* Makes s (or nothing) the current slab of class c and keeps the owned-slab table in step.
+ * Spans of mid classes stay out of it: their frees are rare next to the bytes they carry, and
+ * the slow path validates every one of them in full (an interior pointer is reported). */
 static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s) {
-    struct hk_slab *old = h->cur[c];
-    if (old) {
-        uintptr_t base = (uintptr_t)hk_slab_base(old);
-        unsigned t = hk_tag_index(base);
-        if (h->tag[t] == base) {
-            h->tag[t] = HK_TAG_NONE;
-            h->tag_lim[t] = 0;
-        }
-    }
+    if (h->cur[c]) hk_owned_clear(h, h->cur[c]);
     h->cur[c] = s;
-    /* While counting, the fast path of free stays off: every free is counted on the slow one. */
-    if (s && c < HK_NSMALL && !hk_counting) {
-        /* A current slab already on this tag loses it: its frees take the slow path. */
-        uintptr_t base = (uintptr_t)hk_slab_base(s);
-        unsigned t = hk_tag_index(base);
-        h->tag[t] = base;
-        h->tag_lim[t] = (uintptr_t)s->carved * s->bsize;
-        h->tag_cls[t] = (uint8_t)c;
-    }
+    if (s) hk_owned_set(h, s);
 }
 
 /* --- carving -------------------------------------------------------------------------------- */
@@ -305,8 +300,8 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
     s->used = s->carved;
     /* Free's fast path takes what was carved, nothing beyond. */
-    uintptr_t base = (uintptr_t)hk_slab_base(s);
-    if (h->tag[hk_tag_index(base)] == base) h->tag_lim[hk_tag_index(base)] = (uintptr_t)s->carved * bs;
+    struct hk_owned *e = hk_owned_entry(h, s);
+    if (e->slab == s) e->lim = (uintptr_t)s->carved * bs;
 }
 
 /* --- retention and the tick ----------------------------------------------------------------- */
@@ -369,11 +364,11 @@ static void hk_batch_flush_all(struct hk_heap *h);
 
 void hk_heap_trim(void) {
     struct hk_heap *h = &hk_tls;
-    struct hk_owner *o = hk_heap_enter(h);
+    hk_heap_enter(h);
     hk_batch_flush_all(h);
     for (uint64_t m = h->retained_mask; m; m &= m - 1)
         hk_heap_unretain(h, (unsigned)__builtin_ctzll(m), 0, 0);
-    hk_heap_leave(o);
+    hk_heap_leave(h);
 }
 
 /* --- free ----------------------------------------------------------------------------------- */
@@ -516,9 +511,9 @@ static int hk_heap_is_free(struct hk_heap *h, struct hk_slab *s, void *p) {
 int hk_heap_block_is_free(struct hk_slab *s, void *p) {
     if (!hk_marked_free(p)) return 0;
     struct hk_heap *h = &hk_tls;
-    struct hk_owner *o = hk_heap_enter(h);
+    hk_heap_enter(h);
     int r = hk_heap_is_free(h, s, p);
-    hk_heap_leave(o);
+    hk_heap_leave(h);
     return r;
 }
 
@@ -552,18 +547,6 @@ static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
 
 static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
-    if (HK_LIKELY(h->own[hk_own_index(a)] == (a & HK_TAG_MASK))) {
-        /* One of this thread's other small slabs (p is 16-byte aligned in it). */
-        struct hk_slab *s = hk_slot_of(a);
-        if (HK_UNLIKELY(hk_slab_block_index(s, a) < 0)) {
-            hk_report(op, p, "invalid pointer (not a block hakmem handed out)");
-            return;
-        }
-        if (!hk_heap_may_free(h, s, p, op)) return;
-        if (HK_UNLIKELY(hk_counting)) hk_heap_count_free(h, s->cls, 0);
-        hk_local_free(h, s, p);
-        return;
-    }
     if (HK_LIKELY(hk_is_superslab(a))) {
         struct hk_slab *s = hk_slab_of(a);
         unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
@@ -574,8 +557,8 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
             hk_report(op, p, twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
             return;
         }
-        /* Here: another thread's slab, an orphan, a mid span, or one of ours whose table
-         * entry another slab took, or a block the fast path found marked free. */
+        /* Here: another thread's slab, an orphan, a mid span, one of ours whose table entry
+         * another slab took, or a block the fast path found marked free. */
         if (!hk_heap_may_free(h, s, p, op)) return;
         if (HK_UNLIKELY(hk_counting))
             hk_heap_count_free(h, c, !h->owner || atomic_load_explicit(&s->owner,
@@ -593,11 +576,18 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
     hk_report(op, p, r < 0 ? "double free" : "invalid pointer (not allocated by hakmem)");
 }
 
+void hk_heap_free_owned(struct hk_slab *s, void *p) {
+    struct hk_heap *h = &hk_tls;
+    hk_heap_enter(h);
+    hk_local_free(h, s, p);
+    hk_heap_leave(h);
+}
+
 void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
-    struct hk_owner *o = hk_heap_enter(h);
+    hk_heap_enter(h);
     hk_heap_free_checked(h, p, op);
-    hk_heap_leave(o);
+    hk_heap_leave(h);
 }
 
 /* --- malloc's slow path ---------------------------------------------------------------------- */
@@ -673,8 +663,8 @@ void *hk_heap_refill(unsigned c) {
         errno = ENOMEM;
         return NULL;
     }
-    struct hk_owner *o = hk_heap_enter(h);
-    if (atomic_load_explicit(&o->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
+    hk_heap_enter(h);
+    if (atomic_load_explicit(&h->owner->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
     if (h->batch_mask) hk_batch_flush_all(h);
     if (h->tick_countdown-- == 0) {
         uint64_t now = hk_now_ms();
@@ -690,7 +680,7 @@ void *hk_heap_refill(unsigned c) {
                      hk_class_size[c], NULL, 0, NULL, 0);
         errno = ENOMEM;
     }
-    hk_heap_leave(o);
+    hk_heap_leave(h);
     return p;
 }
 
@@ -735,8 +725,9 @@ static void hk_heap_let_go(struct hk_slab *s, uint64_t now) {
 }
 
 static void hk_heap_teardown(struct hk_heap *h) {
-    if (!h->owner) return;
-    struct hk_owner *o = hk_heap_enter(h);
+    struct hk_owner *o = h->owner;
+    if (!o) return;
+    hk_heap_enter(h);
     HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,
@@ -781,7 +772,8 @@ static void hk_heap_teardown(struct hk_heap *h) {
     hk_heap_free_list(h, hk_owner_close(h->owner));
     hk_batch_flush_all(h); /* what that passed on to other threads */
     atomic_store_explicit(&o->heap, NULL, memory_order_relaxed); /* helpers: nothing to do */
-    hk_heap_leave(o);
+    memset(h->owned, 0, sizeof h->owned); /* emptied above; nothing may point at a slab now */
+    hk_heap_leave(h);
     hk_owner_retire(o);
     h->owner = NULL;
     h->hooked = 0; /* until a later call sets the heap up again */

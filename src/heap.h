@@ -3,23 +3,31 @@
  * Fast paths (inlined into malloc and free, see malloc.c):
  *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
  *              checked, hk_link_ok), clear the block's free mark (block.h).
- *   free(p):   t = (p >> 16) % HK_TAGS; off = p - tag[t] below tag_lim[t] means p lies in the
- *              carved part of one of this thread's current small slabs, of class c =
- *              tag_cls[t]; off a multiple of the class size (one multiply, see HK_BLOCK_DIV)
- *              means p is a block start; p without the free mark is not free already: push
- *              p onto free[c] and mark it.
+ *   free(p):   e = owned[(p >> 16) % HK_OWNED]; off = p - e->base below e->lim means p lies
+ *              in the carved part of one of this thread's small slabs, current or not;
+ *              off * e->div within 16 bits (HK_BLOCK_DIV) means p is a block start; p
+ *              without the free mark is not free already: push p onto e->head and take
+ *              e->dec from slab->used (hk_heap_free_fast). For the current slab e->head is the
+ *              cache and e->dec 0, so its blocks are reused next, as they are freed; for the
+ *              others it is the slab's free list and 1. Every free to one of the thread's
+ *              small slabs takes this one path, so whether p is in the slab being allocated
+ *              from is not a branch to mispredict.
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
- * always-empty class and the tag table stays empty), so that the slow paths count every call.
- * No lock, no atomic, no call, no map lookup and no write to slab metadata on either. The tag
- * table holds only current slabs, so a hit proves ownership. A miss goes to the slow path,
- * which first looks p's slab up in a second table of the thread's other slabs (own[]) and
- * frees it there; anything else (another thread's slab, a mid block, a large block, a foreign
- * pointer, NULL, or slabs whose table entry another slab took) is validated in full.
+ * always-empty class and the owned-slab table stays empty), so that the slow paths count
+ * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
+ * miss goes to the slow path: another thread's slab, a mid block, a large block, a foreign
+ * pointer, NULL, a slab whose table entry another slab took, a slab that would become empty
+ * or stop being full, and blocks marked free are validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
- * slab->free, i.e. held by users or by this cache. The cache only ever holds blocks of the
- * current slab, so it is bounded by one slab per class, and a slab that is not current has
- * used == its exact live count: it is empty the moment used reaches zero.
+ * slab->free, i.e. held by users or by this cache. The cache holds blocks of the current slab
+ * only (a refill moves the slab's free list into it), so it is bounded by one slab per class,
+ * and a slab that is not current has used == its exact live count: it is empty the moment
+ * used reaches zero.
+ *
+ * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
+ * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
+ * free fast path stores busy, checks that no helper has claimed the heap, and clears busy.
  *
  * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
  * soft cap for its class, and reused before any other; one more goes to the pool. Kept slabs
@@ -37,11 +45,19 @@
 #include "size_class.h"
 #include "superslab.h"
 
-#define HK_TAGS 128                       /* tag table entries (a power of two) */
-#define HK_OWN_TAGS 256                   /* owned-slab table entries (a power of two) */
-#define HK_TAG_NONE (~(uintptr_t)0)       /* matches no masked pointer */
-/* What free compares with a tag: the slab base if p is 16-byte aligned, else a non-base. */
-#define HK_TAG_MASK (~(uintptr_t)0xfff0)
+#define HK_OWNED 256 /* owned-slab table entries (a power of two) */
+
+/* One of the thread's small slabs (not kept empty), in entry (base >> 16) % HK_OWNED; a slab
+ * whose entry another took is freed to by the slow path. */
+struct hk_owned {
+    uintptr_t base;       /* the slab's first byte */
+    uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
+    struct hk_slab *slab;
+    void **head;          /* where a freed block goes: the cache for the current slab, else
+                           * the slab's free list */
+    uint32_t div;         /* HK_BLOCK_DIV of its class size */
+    uint32_t dec;         /* what a free takes from slab->used: 0 into the cache, else 1 */
+};
 
 /* Remote frees are collected per destination owner and handed over a batch at a time, with
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
@@ -59,9 +75,7 @@ struct hk_batch {
 
 struct hk_heap {
     void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
-    uintptr_t tag[HK_TAGS];               /* base addresses of current slabs */
-    uintptr_t tag_lim[HK_TAGS];           /* bytes carved in them (0: no slab) */
-    uint8_t tag_cls[HK_TAGS];             /* their classes */
+    _Atomic unsigned char busy;           /* changing slab state (see above) */
     uint32_t block_div[HK_NSMALL];        /* HK_BLOCK_DIV of each small class size */
     uint8_t class_table[HK_TABLE_MAX / 16 + 1]; /* copy of hk_class_table */
     struct hk_slab *cur[HK_NCLASS + 1];   /* current slab per class */
@@ -77,9 +91,7 @@ struct hk_heap {
 #ifdef HK_HARDENED
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif
-    /* Base addresses of owned slabs that are not current, indexed like tag[]: the first check
-     * of free's slow path, so a free to any of this thread's slabs skips the chunk map. */
-    uintptr_t own[HK_OWN_TAGS];
+    struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
@@ -154,6 +166,32 @@ static inline int hk_link_ok_small(const void *b, const void *n, unsigned c) {
 /* Reports the cache of class c as corrupt at block b; then (with HAKMEM_ON_ERROR=warn: by
  * default the report aborts) drops the cache and allocates from a refill. */
 void *hk_heap_corrupt(unsigned c, void *b) HK_INTERNAL HK_COLD;
+
+/* free of block start p of small slab s, which the calling thread owns, off its fast path:
+ * empties the slab, or makes a full one partial, or waits for a helper. */
+void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
+
+/* The common case of a free of block start p of small slab e->slab, which the calling thread
+ * owns and which neither empties nor stops being full: pushes p as entry e says. 0 when that
+ * is not the case, or a helper has claimed the heap (hk_heap_free_owned then). */
+static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e, void *p,
+                                    uintptr_t mark) {
+    struct hk_slab *s = e->slab;
+    atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the helper's membarrier orders store and load */
+    uint32_t u = s->used;
+    int ok = u > 1 && s->list != HK_LIST_FULL &&
+             !atomic_load_explicit(&h->owner->claim, memory_order_acquire);
+    if (HK_LIKELY(ok)) {
+        void **head = e->head;
+        hk_link_set(p, *head);
+        hk_mark_as(p, mark);
+        *head = p;
+        s->used = u - e->dec;
+    }
+    atomic_store_explicit(&h->busy, 0, memory_order_release);
+    return ok;
+}
 
 /* Pops a block of class c, refilling if needed. */
 static inline void *hk_heap_alloc(unsigned c) {

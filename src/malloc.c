@@ -142,21 +142,21 @@ HK_EXPORT void *hak_malloc(size_t n) {
 #endif
 
 static inline void hk_free_inline(void *p) {
-    uintptr_t a = (uintptr_t)p;
-    unsigned t = (unsigned)(a >> HK_SLAB_SHIFT) & (HK_TAGS - 1);
-    uintptr_t off = a - hk_tls.tag[t];
-    if (HK_LIKELY(off < hk_tls.tag_lim[t])) {
-        unsigned c = hk_tls.tag_cls[t];
-        /* A block start, and not marked free: anything else is validated (and reported)
-         * by the slow path. */
-        if (HK_LIKELY((uint32_t)off * hk_tls.block_div[c] <= HK_BLOCK_START_MAX &&
-                      !hk_marked_free(p))) {
+    uintptr_t a = (uintptr_t)p, mark = hk_free_mark();
+    struct hk_heap *h = &hk_tls;
+    const struct hk_owned *e = &h->owned[(a >> HK_SLAB_SHIFT) & (HK_OWNED - 1)];
+    __asm__("" : "+r"(e)); /* one address for the entry: gcc would derive it twice from %fs */
+    uintptr_t off = a - e->base;
+    /* One of this thread's small slabs, a block start, and not marked free: anything else is
+     * validated (and reported) by the slow path. */
+    if (HK_LIKELY(off < e->lim && (uint32_t)off * e->div <= HK_BLOCK_START_MAX &&
+                  !hk_marked_as(p, mark))) {
 #ifdef HK_HARDENED
-            if (!hk_heap_guard_free(p, hk_class_size[c], off, "free")) return;
+        if (!hk_heap_guard_free(p, e->slab->bsize, off, "free")) return;
 #endif
-            hk_block_push(&hk_tls.free[c], p);
-            return;
-        }
+        if (HK_LIKELY(hk_heap_free_fast(h, e, p, mark))) return;
+        hk_heap_free_owned(e->slab, p);
+        return;
     }
     hk_heap_free_slow(p, "free");
 }

@@ -25,9 +25,8 @@ struct hk_owner {
     struct hk_owner *next_free; /* recycling list */
     struct hk_owner *next_all;  /* every record ever made; set before it is published */
     char pad[40];               /* one cache line for the inbox: pushers contend on it */
-    /* The owner's slow paths against a helper that applies an idle owner's inbox (heap.c,
-     * "Idle owners"): busy is written by the owner only, claim by helpers. */
-    _Atomic unsigned busy;      /* nonzero while the owner runs a slow path */
+    /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record;
+     * the owner's heap says whether it is busy. */
     _Atomic unsigned claim;     /* nonzero while a helper works on the owner's heap */
     _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
     _Atomic(void *) seen;       /* the inbox as the last scan for idle owners saw it */
