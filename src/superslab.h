@@ -50,33 +50,38 @@ struct hk_owner;
 
 /* Metadata of one slot; 128 bytes, so the slow paths reach it with a shift and a mask. The
  * fields from cls to inv describe a slab and are meaningful in its head slot only. */
+/* Two cache lines: the first holds what other threads read to free into the slab (class,
+ * geometry, owner) and what the pool changes, the second what the owner changes on every
+ * free and refill, so that remote frees do not pull the line the owner keeps writing. */
 struct hk_slab {
+    /* --- read by any thread --- */
     uint8_t cls;       /* size class while ACTIVE, HK_CLS_NONE otherwise */
     uint8_t state;     /* HK_SLOT_* */
-    uint8_t list;      /* HK_LIST_* */
     uint8_t last_cls;  /* class it served last: the pool's stage-1 key (HK_CLS_NONE: none) */
     uint8_t head;      /* index of the slot heading this slot's slab (its own for a head) */
     uint8_t nslots;    /* slots in the slab (head only) */
-    uint8_t pad0[2];
+    uint8_t pad0[3];
     uint32_t bsize;    /* block size */
     uint32_t capacity; /* blocks that fit */
     uint32_t carved;   /* blocks carved so far (carving is lazy, in batches) */
-    uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
     uint32_t inv;      /* ceil(2^32 / bsize): block index by multiplication */
-    uint32_t pad1;
-    void *free;        /* local free list, touched only by the owner (or under the orphan lock) */
     _Atomic(struct hk_owner *) owner; /* owning thread's record; NULL when abandoned */
-    struct hk_slab *next, *prev;      /* links of the list named by `list` */
     /* When the slab last became empty (EMPTY, or retained by its owner), or, for an UNUSED
      * slot, when its pages were released (0: never used): milliseconds of hk_now_ms. */
     uint64_t idle_since;
     struct hk_slab *anext, *aprev;    /* the pool's age list of EMPTY slabs, oldest first */
+    uint8_t pad1[8];
+    /* --- changed by the owner --- */
+    uint8_t list;      /* HK_LIST_* */
+    uint8_t pad2[3];
+    uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
+    void *free;        /* local free list, touched only by the owner (or under the orphan lock) */
+    struct hk_slab *next, *prev;      /* links of the list named by `list` */
     /* Mid spans (at most 16 blocks): the size asked for with each block handed out, in units
      * of 64 bytes, rounded up (0: not known). realloc copies that much, not the whole block,
      * which can be a quarter larger. Small slabs leave it alone. */
     uint16_t req64[16];
-    uint8_t pad2[8];
-};
+} __attribute__((aligned(64)));
 
 struct hk_superslab {
     uint64_t magic;
