@@ -328,8 +328,57 @@ static void hk_heap_unretain(struct hk_heap *h, unsigned c, unsigned keep, uint6
     }
 }
 
+static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s);
+
+/* Puts the blocks of the cache of class c back on the current slab's free list (the cache
+ * holds blocks of that slab only). */
+static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
+    struct hk_slab *s = h->cur[c];
+    void *b = h->free[c], *tail = NULL;
+    uint32_t n = 0;
+    for (; b; b = hk_link_get(b)) {
+        tail = b;
+        n++;
+    }
+    if (tail) {
+        hk_link_set(tail, s->free);
+        s->free = h->free[c];
+        s->used -= n;
+    }
+    h->free[c] = NULL;
+}
+
+/* Class c's current slab stops being current: to the partial or full list, or, empty, kept
+ * or released like any slab that empties. */
+static void hk_heap_let_current_go(struct hk_heap *h, unsigned c) {
+    struct hk_slab *s = h->cur[c];
+    hk_heap_uncache(h, c);
+    hk_heap_set_current(h, c, NULL);
+    if (s->used == 0) hk_heap_emptied(h, s);
+    else hk_heap_list_add(h, s, s->free || s->carved < s->capacity ? HK_LIST_PARTIAL : HK_LIST_FULL);
+}
+
+/* Lets the current slab of each class go whose cache and slab have not changed since
+ * `quiet` (the footprint rule in heap.h). */
+static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quiet) {
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        struct hk_slab *s = h->cur[c];
+        if (!s) continue;
+        if (h->quiet_since[c] == 0 || h->free[c] != h->seen_head[c] ||
+            s->used != h->seen_used[c]) {
+            h->seen_head[c] = h->free[c];
+            h->seen_used[c] = s->used;
+            h->quiet_since[c] = now;
+        } else if (h->quiet_since[c] < quiet) {
+            hk_heap_let_current_go(h, c);
+            h->quiet_since[c] = 0; /* not seen yet */
+        }
+    }
+}
+
 /* Runs at most every HK_TICK_MS, from the thread's slow paths: kept slabs idle for the purge
- * delay (or beyond a cap that ACE lowered) go to the pool; then the process-wide tick. */
+ * delay (or beyond a cap that ACE lowered) go to the pool, and current slabs of classes quiet
+ * for as long are let go; then the process-wide tick. */
 static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     h->next_tick = now + HK_TICK_MS;
     uint64_t delay = hk_pol_purge_delay();
@@ -338,6 +387,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
         unsigned c = (unsigned)__builtin_ctzll(m);
         hk_heap_unretain(h, c, hk_pol_soft_cap(c), older);
     }
+    hk_heap_quiet_classes(h, now, older);
     hk_heap_help_idle(h, now);
     hk_decay_tick(now);
 }
@@ -738,19 +788,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         struct hk_slab *s = h->cur[c];
         if (s) {
-            /* The cache goes back onto the slab's own free list. */
-            void *b = h->free[c], *tail = NULL;
-            uint32_t n = 0;
-            for (; b; b = hk_link_get(b)) {
-                tail = b;
-                n++;
-            }
-            if (tail) {
-                hk_link_set(tail, s->free);
-                s->free = h->free[c];
-                s->used -= n;
-            }
-            h->free[c] = NULL;
+            hk_heap_uncache(h, c);
             hk_heap_set_current(h, c, NULL);
             hk_heap_let_go(s, now);
         }

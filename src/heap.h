@@ -29,6 +29,11 @@
  * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
  * free fast path stores busy, checks that no helper has claimed the heap, and clears busy.
  *
+ * Footprint: a class whose cache and current slab have not changed for the purge delay, as
+ * the thread's ticks see them, gives its cache back to the slab and the slab up (to the
+ * heap's lists, or kept or released if it is empty), so that a thread that used many classes
+ * briefly does not hold a slab of each for ever.
+ *
  * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
  * soft cap for its class, and reused before any other; one more goes to the pool. Kept slabs
  * go to the pool once idle for the purge delay (checked on the thread's slow paths), on
@@ -87,6 +92,11 @@ struct hk_heap {
     uint16_t nretained[HK_NCLASS];
     uint64_t retained_mask;               /* classes with retained slabs */
     uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
+    /* Each class's current slab and cache as the last tick saw them, and since when they
+     * have not changed: a class quiet for the purge delay lets its current slab go. */
+    void *seen_head[HK_NCLASS];
+    uint32_t seen_used[HK_NCLASS];
+    uint64_t quiet_since[HK_NCLASS];
     unsigned tick_countdown;              /* refills until the clock is read again */
 #ifdef HK_HARDENED
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */

@@ -135,6 +135,36 @@ TEST(remote_frees_into_a_blocked_owner_are_applied) {
     for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(go_pipe[i]);
 }
 
+/* --- footprint ---------------------------------------------------------------------------- */
+static atomic_int brief_done;
+static void *touch_many_classes(void *arg) {
+    (void)arg;
+    /* One block of each of 40 classes, freed at once: a slab of each stays current. */
+    for (size_t n = 16; n <= 16384; n += n / 4 > 16 ? n / 4 : 16) hak_free(hak_malloc(n));
+    struct hak_stats a = stats();
+    /* Then work in one class only, on slow paths (refills), for up to 5 s. */
+    for (int round = 0; round < 500; round++) {
+        void *v[64];
+        for (int i = 0; i < 64; i++) v[i] = hak_malloc(4096);
+        for (int i = 0; i < 64; i++) hak_free(v[i]);
+        usleep(10000);
+        struct hak_stats b = stats();
+        if (b.slabs_active_now + 20 < a.slabs_active_now) break;
+    }
+    struct hak_stats b = stats();
+    CHECKF(b.slabs_active_now + 20 < a.slabs_active_now, "active slots %zu, %zu before",
+           b.slabs_active_now, a.slabs_active_now);
+    atomic_store(&brief_done, 1);
+    return NULL;
+}
+
+TEST(classes_used_briefly_give_their_slabs_back) {
+    pthread_t t;
+    pthread_create(&t, NULL, touch_many_classes, NULL);
+    pthread_join(t, NULL);
+    CHECK(atomic_load(&brief_done));
+}
+
 /* --- orphans --------------------------------------------------------------------------- */
 static void *alloc_and_exit(void *arg) {
     size_t n = (size_t)(uintptr_t)arg;
@@ -283,6 +313,7 @@ int main(void) {
     RUN(remote_frees_are_reclaimed_by_owner);
     RUN(thread_exit_hands_over_its_waiting_batches);
     RUN(remote_frees_into_a_blocked_owner_are_applied);
+    RUN(classes_used_briefly_give_their_slabs_back);
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(thread_churn_keeps_memory_flat);
