@@ -208,19 +208,20 @@ static void hk_partial_unlink(struct hk_heap *h, struct hk_slab *s) {
     hk_slab_list_unlink(&h->partial[s->cls], s);
 }
 
-/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL) and, if it is small, in
- * own[] (mid spans stay out, as they stay out of the tag table). */
+/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL); a partial small slab
+ * gets its entry in the owned-slab table, a full one has none (its first free goes slow). */
 static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list) {
     if (list == HK_LIST_PARTIAL) {
         hk_partial_append(h, s);
+        hk_owned_set(h, s);
     } else {
         s->list = list;
         hk_slab_list_push(&h->full[s->cls], s);
+        hk_owned_clear(h, s);
     }
-    hk_owned_set(h, s);
 }
 
-/* Takes an owned, non-current slab off its heap list (and out of own[]). */
+/* Takes an owned, non-current slab off its heap list (and out of the owned-slab table). */
 static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
     unsigned c = s->cls;
     if (s->list == HK_LIST_PARTIAL) {
@@ -442,6 +443,7 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
     } else if (s->list == HK_LIST_FULL) {
         hk_slab_list_unlink(&h->full[s->cls], s);
         hk_partial_append(h, s);
+        hk_owned_set(h, s);
     }
 }
 
@@ -624,6 +626,11 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
         return;
     }
     hk_report(op, p, r < 0 ? "double free" : "invalid pointer (not allocated by hakmem)");
+}
+
+void hk_heap_free_emptied(struct hk_slab *s) {
+    hk_heap_emptied(&hk_tls, s);
+    hk_heap_leave(&hk_tls);
 }
 
 void hk_heap_free_owned(struct hk_slab *s, void *p) {

@@ -11,7 +11,8 @@
  *              cache and e->dec 0, so its blocks are reused next, as they are freed; for the
  *              others it is the slab's free list and 1. Every free to one of the thread's
  *              small slabs takes this one path, so whether p is in the slab being allocated
- *              from is not a branch to mispredict.
+ *              from is not a branch to mispredict. Full slabs have no entry: the first free
+ *              to one makes it partial on the slow path.
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
  * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
@@ -52,8 +53,8 @@
 
 #define HK_OWNED 256 /* owned-slab table entries (a power of two) */
 
-/* One of the thread's small slabs (not kept empty), in entry (base >> 16) % HK_OWNED; a slab
- * whose entry another took is freed to by the slow path. */
+/* One of the thread's small slabs (not full, not kept empty), in entry (base >> 16) %
+ * HK_OWNED; a slab whose entry another took is freed to by the slow path. */
 struct hk_owned {
     uintptr_t base;       /* the slab's first byte */
     uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
@@ -178,29 +179,37 @@ static inline int hk_link_ok_small(const void *b, const void *n, unsigned c) {
 void *hk_heap_corrupt(unsigned c, void *b) HK_INTERNAL HK_COLD;
 
 /* free of block start p of small slab s, which the calling thread owns, off its fast path:
- * empties the slab, or makes a full one partial, or waits for a helper. */
+ * waits for a helper that has claimed the heap, then frees. */
 void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
 
-/* The common case of a free of block start p of small slab e->slab, which the calling thread
- * owns and which neither empties nor stops being full: pushes p as entry e says. 0 when that
- * is not the case, or a helper has claimed the heap (hk_heap_free_owned then). */
+/* Slab s, not current, has just lost its last live block on free's fast path, with the heap
+ * busy: handles it and clears busy. */
+void hk_heap_free_emptied(struct hk_slab *s) HK_INTERNAL HK_COLD;
+
+/* free of block start p of small slab e->slab, which the calling thread owns (a full slab has
+ * no entry: its first free takes the slow path, which makes it partial): pushes p as entry e
+ * says. 0, with nothing done, when a helper has claimed the heap (hk_heap_free_owned then). */
 static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e, void *p,
                                     uintptr_t mark) {
     struct hk_slab *s = e->slab;
     atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* the helper's membarrier orders store and load */
-    uint32_t u = s->used;
-    int ok = u > 1 && s->list != HK_LIST_FULL &&
-             !atomic_load_explicit(&h->owner->claim, memory_order_acquire);
-    if (HK_LIKELY(ok)) {
-        void **head = e->head;
-        hk_link_set(p, *head);
-        hk_mark_as(p, mark);
-        *head = p;
-        s->used = u - e->dec;
+    if (HK_UNLIKELY(atomic_load_explicit(&h->owner->claim, memory_order_acquire))) {
+        atomic_store_explicit(&h->busy, 0, memory_order_release);
+        return 0;
+    }
+    void **head = e->head;
+    hk_link_set(p, *head);
+    hk_mark_as(p, mark);
+    *head = p;
+    uint32_t u = s->used - e->dec;
+    s->used = u;
+    if (HK_UNLIKELY(u == 0)) {
+        hk_heap_free_emptied(s); /* clears busy: nothing here outlives the call */
+        return 1;
     }
     atomic_store_explicit(&h->busy, 0, memory_order_release);
-    return ok;
+    return 1;
 }
 
 /* Pops a block of class c, refilling if needed. */
