@@ -6,9 +6,10 @@
  *   word 1: the free mark, hk_secret.mark.
  * malloc clears the mark of every block it hands out, so a block that carries it is, almost
  * certainly, free already: free() checks it to catch double frees of any block, not only of
- * the one freed last (glibc's tcache does the same with its "key"). A program could store the
- * mark's value in a live block itself; it is random per process, and where a wrong report
- * could follow (the thread's own slabs) the free lists are searched before anything is said.
+ * the one freed last (glibc's tcache does the same with its "key"). The mark is taken as
+ * proof: a free block may wait where no list shows it (in another thread's batch of remote
+ * frees), and a live block holds the mark's value, random per process, only if the program
+ * copied it there from freed memory.
  *
  * The hardened build (HK_HARDENED) stores the link encoded: XORed with a second secret
  * and with the address of the word that holds it, so that a heap overflow or a write after

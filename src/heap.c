@@ -448,6 +448,7 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
 }
 
 static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p);
+static int hk_heap_init(struct hk_heap *h);
 
 /* Counts n blocks handed to other threads: by the thread where it has a record, not in a
  * shared atomic. */
@@ -461,19 +462,24 @@ static void hk_count_pushes(struct hk_heap *h, uint32_t n) {
     }
 }
 
-/* Hands batch entry b to its owner. If the owner has exited meanwhile (its inbox is closed),
- * each block is freed again, to whoever owns its slab now. */
-static void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
+/* Hands batch entry b to its owner, or, for orphans' blocks (no owner), frees them under the
+ * orphan lock. If the owner has exited meanwhile (its inbox is closed), or an orphan has been
+ * adopted, each block is freed again, to whoever owns its slab now. */
+static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
     void *head = b->head, *tail = b->tail;
     uint32_t n = b->n;
     h->batch_mask &= ~(1u << (b - h->batch));
     b->head = b->tail = NULL;
     b->n = b->bytes = 0;
-    if (hk_owner_push_list(b->to, head, tail)) {
+    if (b->to == NULL) {
+        hk_link_set(tail, NULL);
+        head = hk_orphan_free_list(head); /* those adopted meanwhile come back */
+    } else if (hk_owner_push_list(b->to, head, tail)) {
         hk_count_pushes(h, n);
         return;
+    } else {
+        hk_link_set(tail, NULL);
     }
-    hk_link_set(tail, NULL);
     while (head) {
         void *next = hk_link_get(head);
         hk_free_dispatch(h, hk_slab_of((uintptr_t)head), head);
@@ -509,6 +515,15 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
     for (;;) {
         struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
         if (o == NULL) {
+            /* Small blocks of orphans travel in a batch too, applied under one acquisition
+             * of the orphan lock. A thread that has not allocated yet (a consumer of blocks
+             * from threads that are gone) sets its heap up for that; not one whose heap is
+             * being torn down (hooked is 0 then). */
+            if (!h->owner) hk_heap_init(h);
+            if (h->hooked && s->cls < HK_NSMALL) {
+                hk_batch_add(h, NULL, p, s->bsize);
+                return;
+            }
             if (hk_orphan_free(s, p)) return;
         } else if (o == h->owner) {
             hk_local_free(h, s, p);
@@ -546,27 +561,12 @@ static void hk_heap_free_list(struct hk_heap *h, void *b) {
 /* Applies the frees other threads queued for this heap. */
 static void hk_heap_drain(struct hk_heap *h) { hk_heap_free_list(h, hk_owner_take(h->owner)); }
 
-/* Whether block p of slab s, which carries the free mark, is really free: for a slab of this
- * thread, p is searched for on the free lists (a live block may hold the mark's value by
- * chance); for another thread's slab the lists cannot be searched, and the mark, random per
- * process, is taken as proof; an orphan's list is searched under its lock (orphan.c). */
-static int hk_heap_is_free(struct hk_heap *h, struct hk_slab *s, void *p) {
-    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
-    if (o == NULL) return 0;
-    if (o != h->owner) return 1;
-    hk_heap_drain(h); /* blocks freed to us remotely go to their slabs' lists */
-    unsigned c = s->cls;
-    return (h->cur[c] == s && hk_list_has(h->free[c], p, s->capacity)) ||
-           hk_list_has(s->free, p, s->capacity);
-}
-
+/* Whether block p of slab s is free already: it carries the free mark. The mark is random per
+ * process and written only into free blocks, so it is taken as proof wherever the block is: on
+ * a slab's list, in a cache, in an inbox, or in some thread's batch, where no list shows it. */
 int hk_heap_block_is_free(struct hk_slab *s, void *p) {
-    if (!hk_marked_free(p)) return 0;
-    struct hk_heap *h = &hk_tls;
-    hk_heap_enter(h);
-    int r = hk_heap_is_free(h, s, p);
-    hk_heap_leave(h);
-    return r;
+    (void)s;
+    return hk_marked_free(p);
 }
 
 #ifdef HK_HARDENED
@@ -582,9 +582,9 @@ void hk_heap_guard_fail(void *p, int what, const char *op) {
 #endif
 
 /* The checks of a valid block start p of slab s before it is freed: not free already (the
- * mark, confirmed), and in the hardened build intact guards. 0 after a report. */
-static int hk_heap_may_free(struct hk_heap *h, struct hk_slab *s, void *p, const char *op) {
-    if (HK_UNLIKELY(hk_marked_free(p)) && hk_heap_is_free(h, s, p)) {
+ * mark, hk_heap_block_is_free), and in the hardened build intact guards. 0 after a report. */
+static int hk_heap_may_free(struct hk_slab *s, void *p, const char *op) {
+    if (HK_UNLIKELY(hk_heap_block_is_free(s, p))) {
         hk_report(op, p, "double free");
         return 0;
     }
@@ -611,7 +611,7 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
         }
         /* Here: another thread's slab, an orphan, a mid span, one of ours whose table entry
          * another slab took, or a block the fast path found marked free. */
-        if (!hk_heap_may_free(h, s, p, op)) return;
+        if (!hk_heap_may_free(s, p, op)) return;
         if (HK_UNLIKELY(hk_counting))
             hk_heap_count_free(h, c, !h->owner || atomic_load_explicit(&s->owner,
                                                         memory_order_relaxed) != h->owner);
@@ -785,6 +785,9 @@ static void hk_heap_teardown(struct hk_heap *h) {
     struct hk_owner *o = h->owner;
     if (!o) return;
     hk_heap_enter(h);
+    /* From here on, remote frees are not batched and orphans are not taken: nothing must be
+     * added to this heap while it is being emptied. */
+    h->hooked = 0;
     HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,
@@ -821,7 +824,6 @@ static void hk_heap_teardown(struct hk_heap *h) {
     hk_heap_leave(h);
     hk_owner_retire(o);
     h->owner = NULL;
-    h->hooked = 0; /* until a later call sets the heap up again */
 }
 
 uint32_t hk_heap_slab_live(const struct hk_slab *s) {

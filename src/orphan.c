@@ -61,33 +61,62 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     return s;
 }
 
-int hk_orphan_free(struct hk_slab *s, void *p) {
-    void *b = p;
-    pthread_mutex_lock(&hk_orphan_mutex);
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL) {
-        pthread_mutex_unlock(&hk_orphan_mutex);
-        return 0;
-    }
+/* Under the lock: frees block b of slab s if s is an orphan (1), else 0. A slab whose last
+ * block this was goes onto *emptied (linked by next) for hk_pool_release after the lock. The
+ * double-free test `checked` is left to the caller when it has made it already. */
+static int hk_orphan_free_locked(struct hk_slab *s, void *b, int checked,
+                                 struct hk_slab **emptied) {
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL) return 0;
     if (HK_UNLIKELY(s->used == 0 ||
-                    (hk_marked_free(b) && hk_list_has(s->free, b, s->capacity)))) {
-        pthread_mutex_unlock(&hk_orphan_mutex);
-        hk_report("free", p, "double free");
+                    (!checked && hk_marked_free(b) && hk_list_has(s->free, b, s->capacity)))) {
+        hk_report("free", b, "double free");
         return 1;
     }
     hk_block_push(&s->free, b);
     if (--s->used == 0) {
         if (s->list == HK_LIST_ORPHAN_FULL) hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         else hk_orphan_partial_unlink(s);
-        pthread_mutex_unlock(&hk_orphan_mutex);
-        hk_pool_release(s, hk_now_ms());
-        return 1;
-    }
-    if (s->list == HK_LIST_ORPHAN_FULL) {
+        s->list = HK_LIST_NONE;
+        s->next = *emptied;
+        *emptied = s;
+    } else if (s->list == HK_LIST_ORPHAN_FULL) {
         hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         hk_orphan_partial_push(s);
     }
-    pthread_mutex_unlock(&hk_orphan_mutex);
     return 1;
+}
+
+static void hk_orphan_release(struct hk_slab *emptied) {
+    uint64_t now = emptied ? hk_now_ms() : 0;
+    while (emptied) {
+        struct hk_slab *next = emptied->next;
+        hk_pool_release(emptied, now);
+        emptied = next;
+    }
+}
+
+int hk_orphan_free(struct hk_slab *s, void *p) {
+    struct hk_slab *emptied = NULL;
+    pthread_mutex_lock(&hk_orphan_mutex);
+    int done = hk_orphan_free_locked(s, p, 0, &emptied);
+    pthread_mutex_unlock(&hk_orphan_mutex);
+    hk_orphan_release(emptied);
+    return done;
+}
+
+void *hk_orphan_free_list(void *b) {
+    struct hk_slab *emptied = NULL;
+    void *owned = NULL;
+    pthread_mutex_lock(&hk_orphan_mutex);
+    while (b) {
+        void *next = hk_link_get(b);
+        if (!hk_orphan_free_locked(hk_slab_of((uintptr_t)b), b, 1, &emptied))
+            hk_block_push(&owned, b);
+        b = next;
+    }
+    pthread_mutex_unlock(&hk_orphan_mutex);
+    hk_orphan_release(emptied);
+    return owned;
 }
 
 void hk_orphan_lock_all(void) { pthread_mutex_lock(&hk_orphan_mutex); }

@@ -2,7 +2,8 @@
  *
  * They wait here, per class, until their last block is freed (then they go back to the pool)
  * or another thread's refill adopts one that has free blocks. While a slab is an orphan its
- * owner is NULL and frees to it take the orphan lock; adoption sets the owner under the same
+ * owner is NULL and frees to it take the orphan lock (a thread with a heap batches them, heap.h,
+ * and takes the lock once a batch); adoption sets the owner under the same
  * lock, so a free either lands before the adoption or sees the new owner. */
 #ifndef HK_ORPHAN_H
 #define HK_ORPHAN_H
@@ -16,6 +17,11 @@ void hk_orphan_abandon(struct hk_slab *s) HK_INTERNAL;
 struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) HK_INTERNAL;
 /* Frees block b of slab s if s is (still) an orphan: returns 1 if done, 0 if s has an owner. */
 int hk_orphan_free(struct hk_slab *s, void *b) HK_INTERNAL;
+
+/* Frees a list of blocks of orphans (linked, marked free, checked for double frees by the
+ * caller) under one acquisition of the lock; returns, as a list, those whose slab has an
+ * owner by now, to be freed to it. */
+void *hk_orphan_free_list(void *b) HK_INTERNAL;
 
 void hk_orphan_lock_all(void) HK_INTERNAL;
 void hk_orphan_unlock_all(void) HK_INTERNAL;
