@@ -87,8 +87,8 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
 /* Blocks other threads free into a thread's inbox are applied by the owner at its next refill.
  * A thread that has stopped allocating (blocked, or busy with other work) would strand them,
  * and with them every slab they would empty. So a scan, run at most every HK_HELP_MS from any
- * thread's tick, looks at every owner record: an inbox whose first block is the one the last
- * scan saw has not been taken for at least HK_HELP_MS, and the scanning thread applies it to
+ * thread's tick, looks at every owner record: an inbox lane whose first block is the one the
+ * last scan saw has not been taken for at least HK_HELP_MS, and the scanning thread applies it to
  * the idle owner's slabs itself: an emptied slab is kept or goes to the pool as if the owner
  * had freed its last block.
  *
@@ -146,7 +146,7 @@ static int hk_membarrier(void) {
 #endif
 }
 
-static void hk_heap_free_list(struct hk_heap *h, void *b);
+static void hk_heap_free_lists(struct hk_heap *h, void *lists[HK_LANES]);
 static void hk_batch_flush_all(struct hk_heap *h);
 
 /* Applies the inbox of record o, whose owner has not taken it, if the owner is not in a slow
@@ -160,12 +160,15 @@ static void hk_heap_help(struct hk_owner *o) {
     struct hk_heap *oh;
     if (hk_membarrier() && (oh = atomic_load_explicit(&o->heap, memory_order_acquire)) != NULL &&
         !atomic_load_explicit(&oh->busy, memory_order_acquire)) {
-        void *b;
-        if ((b = hk_owner_take(o)) != NULL && b != HK_INBOX_CLOSED) {
+        void *lists[HK_LANES];
+        hk_owner_take(o, lists);
+        int any = 0;
+        for (unsigned l = 0; l < HK_LANES; l++) any |= lists[l] != NULL;
+        if (any) {
             if (HK_TRACING(HK_T_THREAD))
                 hk_trace(HK_T_THREAD, "help (an idle thread's remote frees applied)", "owner@",
                          (uintptr_t)o, NULL, 0, NULL, 0);
-            hk_heap_free_list(oh, b);
+            hk_heap_free_lists(oh, lists);
             hk_batch_flush_all(oh); /* blocks passed on to other threads */
             HK_STAT_INC(inbox_helps);
         }
@@ -183,9 +186,13 @@ static void hk_heap_help_idle(struct hk_heap *h, uint64_t now) {
                                                                memory_order_relaxed))
         return;
     for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) {
-        void *in = atomic_load_explicit(&o->inbox, memory_order_relaxed);
-        void *was = atomic_exchange_explicit(&o->seen, in, memory_order_relaxed);
-        if (in != NULL && in != HK_INBOX_CLOSED && in == was && o != h->owner) hk_heap_help(o);
+        int stale = 0;
+        for (unsigned l = 0; l < HK_LANES; l++) {
+            void *in = atomic_load_explicit(&o->inbox[l], memory_order_relaxed);
+            void *was = atomic_exchange_explicit(&o->seen[l], in, memory_order_relaxed);
+            stale |= in != NULL && in != HK_INBOX_CLOSED && in == was;
+        }
+        if (stale && o != h->owner) hk_heap_help(o);
     }
 }
 
@@ -466,25 +473,29 @@ static void hk_count_pushes(struct hk_heap *h, uint32_t n) {
  * orphan lock. If the owner has exited meanwhile (its inbox is closed), or an orphan has been
  * adopted, each block is freed again, to whoever owns its slab now. */
 static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
-    void *head = b->head, *tail = b->tail;
-    uint32_t n = b->n;
+    uint32_t n = b->n, back = 0;
     h->batch_mask &= ~(1u << (b - h->batch));
-    b->head = b->tail = NULL;
     b->n = b->bytes = 0;
-    if (b->to == NULL) {
-        hk_link_set(tail, NULL);
-        head = hk_orphan_free_list(head); /* those adopted meanwhile come back */
-    } else if (hk_owner_push_list(b->to, head, tail)) {
-        hk_count_pushes(h, n);
-        return;
-    } else {
-        hk_link_set(tail, NULL);
+    for (unsigned l = 0; l < HK_LANES; l++) {
+        void *head = b->head[l], *tail = b->tail[l];
+        if (!head) continue;
+        b->head[l] = b->tail[l] = NULL;
+        if (b->to == NULL) {
+            hk_link_set(tail, NULL);
+            head = hk_orphan_free_list(head); /* those adopted meanwhile come back */
+        } else if (hk_owner_push_list(b->to, l, head, tail)) {
+            continue;
+        } else {
+            hk_link_set(tail, NULL);
+        }
+        while (head) {
+            void *next = hk_link_get(head);
+            hk_free_dispatch(h, hk_slab_of((uintptr_t)head), head);
+            head = next;
+            back++;
+        }
     }
-    while (head) {
-        void *next = hk_link_get(head);
-        hk_free_dispatch(h, hk_slab_of((uintptr_t)head), head);
-        head = next;
-    }
+    if (b->to && n > back) hk_count_pushes(h, n - back);
 }
 
 /* Hands every waiting batch over. */
@@ -501,11 +512,11 @@ static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_
         if (b->n) hk_batch_flush(h, b);
         b->to = o;
     }
-    hk_block_push(&b->head, p);
-    if (b->n++ == 0) {
-        b->tail = p;
-        h->batch_mask |= 1u << i;
-    }
+    /* Blocks are dealt out to the lanes in turn, so that the owner's walks overlap. */
+    unsigned l = b->n & (HK_LANES - 1);
+    if (!b->head[l]) b->tail[l] = p;
+    hk_block_push(&b->head[l], p);
+    if (b->n++ == 0) h->batch_mask |= 1u << i;
     b->bytes += size;
     if (b->n >= HK_BATCH_BLOCKS || b->bytes >= HK_BATCH_BYTES) hk_batch_flush(h, b);
 }
@@ -535,7 +546,7 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
             return;
         } else {
             hk_mark_free(p);
-            if (hk_owner_push_list(o, p, p)) {
+            if (hk_owner_push_list(o, (unsigned)((uintptr_t)p >> 12) & (HK_LANES - 1), p, p)) {
                 hk_count_pushes(h, 1);
                 return;
             }
@@ -544,22 +555,38 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
     }
 }
 
-/* Frees the blocks of an inbox list. A link that leads out of every SuperSlab was
- * overwritten (a write to a block after its free): reported, and the rest is dropped. */
-static void hk_heap_free_list(struct hk_heap *h, void *b) {
-    while (b) {
-        if (HK_UNLIKELY(!hk_is_superslab((uintptr_t)b))) {
-            hk_report("free", b, "corrupted free list (a freed block was written to)");
-            return;
+/* Frees the blocks of an inbox's lanes, a block of each in turn. A link that leads out of
+ * every SuperSlab was overwritten (a write to a block after its free): reported, and the rest
+ * of that lane is dropped. */
+static void hk_heap_free_lists(struct hk_heap *h, void *lists[HK_LANES]) {
+    for (;;) {
+        unsigned live = 0;
+        for (unsigned l = 0; l < HK_LANES; l++)
+            if (lists[l]) {
+                __builtin_prefetch(lists[l], 1); /* the lanes' next blocks, all in flight */
+                live++;
+            }
+        if (!live) return;
+        for (unsigned l = 0; l < HK_LANES; l++) {
+            void *b = lists[l];
+            if (!b) continue;
+            if (HK_UNLIKELY(!hk_is_superslab((uintptr_t)b))) {
+                hk_report("free", b, "corrupted free list (a freed block was written to)");
+                lists[l] = NULL; /* the rest of this lane is lost */
+                continue;
+            }
+            lists[l] = hk_link_get(b);
+            hk_free_dispatch(h, hk_slab_of((uintptr_t)b), b);
         }
-        void *next = hk_link_get(b);
-        hk_free_dispatch(h, hk_slab_of((uintptr_t)b), b);
-        b = next;
     }
 }
 
 /* Applies the frees other threads queued for this heap. */
-static void hk_heap_drain(struct hk_heap *h) { hk_heap_free_list(h, hk_owner_take(h->owner)); }
+static void hk_heap_drain(struct hk_heap *h) {
+    void *lists[HK_LANES];
+    hk_owner_take(h->owner, lists);
+    hk_heap_free_lists(h, lists);
+}
 
 /* Whether block p of slab s is free already: it carries the free mark. The mark is random per
  * process and written only into free blocks, so it is taken as proof wherever the block is: on
@@ -721,7 +748,7 @@ void *hk_heap_refill(unsigned c) {
         return NULL;
     }
     hk_heap_enter(h);
-    if (atomic_load_explicit(&h->owner->inbox, memory_order_relaxed) != NULL) hk_heap_drain(h);
+    if (hk_owner_pending(h->owner)) hk_heap_drain(h);
     if (h->batch_mask) hk_batch_flush_all(h);
     if (h->tick_countdown-- == 0) {
         uint64_t now = hk_now_ms();
@@ -817,7 +844,11 @@ static void hk_heap_teardown(struct hk_heap *h) {
         }
     }
     /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */
-    hk_heap_free_list(h, hk_owner_close(h->owner));
+    void *lists[HK_LANES];
+    hk_owner_close(h->owner, lists);
+    for (unsigned l = 0; l < HK_LANES; l++)
+        if (lists[l] == HK_INBOX_CLOSED) lists[l] = NULL; /* closed before: nothing came */
+    hk_heap_free_lists(h, lists);
     hk_batch_flush_all(h); /* what that passed on to other threads */
     atomic_store_explicit(&o->heap, NULL, memory_order_relaxed); /* helpers: nothing to do */
     memset(h->owned, 0, sizeof h->owned); /* emptied above; nothing may point at a slab now */

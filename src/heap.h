@@ -74,8 +74,10 @@ struct hk_owned {
 #define HK_BATCH_BYTES (64u * 1024)
 
 struct hk_batch {
-    struct hk_owner *to; /* the owner of every block here (at the time of its free) */
-    void *head, *tail;   /* linked and marked free, ready for hk_owner_push_list */
+    struct hk_owner *to; /* the owner of every block here (at the time of its free); NULL:
+                          * blocks of orphans */
+    void *head[HK_LANES], *tail[HK_LANES]; /* the blocks dealt out to the inbox's lanes, linked
+                                            * and marked free, for hk_owner_push_list */
     uint32_t n, bytes;
 };
 

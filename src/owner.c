@@ -35,7 +35,8 @@ struct hk_owner *hk_owner_new(void) {
     o->next_free = NULL;
     /* Reopen: a late pusher holding a stale pointer to this record may now succeed; the new
      * owner finds its block belongs to a slab it does not own and passes it on. */
-    atomic_store_explicit(&o->inbox, NULL, memory_order_release);
+    for (unsigned i = 0; i < HK_LANES; i++)
+        atomic_store_explicit(&o->inbox[i], NULL, memory_order_release);
     return o;
 }
 

@@ -4,11 +4,13 @@
  * storage vanishes when its thread exits while other threads may still be freeing into it.
  * Records are never unmapped; a record whose thread exited is recycled for a new thread.
  *
- * The inbox is a lock-free stack of blocks freed by threads that do not own their slab:
- * any thread pushes a chain of them (one CAS for the batch a freeing thread collected, see
- * heap.h), only the owner takes, and it takes everything at once (exchange), so there is no
- * ABA. When the thread exits, the inbox is closed: pushes fail, and the pusher
- * looks at the slab's owner again (it has been cleared by then). */
+ * The inbox holds the blocks freed by threads that do not own their slab, in HK_LANES lock-free
+ * stacks: any thread pushes a chain of blocks onto a lane (one CAS for a part of the batch a
+ * freeing thread collected, see heap.h), only the owner takes, and it takes a whole lane at
+ * once (exchange), so there is no ABA. The owner walks its lanes side by side, so that the
+ * cache misses on blocks last written by other cores overlap instead of queueing one behind
+ * the other on a single list. When the thread exits, every lane is closed: pushes fail, and
+ * the pusher looks at the slab's owner again (it has been cleared by then). */
 #ifndef HK_OWNER_H
 #define HK_OWNER_H
 
@@ -19,17 +21,18 @@
 #include "stats.h"
 
 #define HK_INBOX_CLOSED ((void *)1)
+#define HK_LANES 4
 
 struct hk_owner {
-    _Atomic(void *) inbox;      /* blocks freed remotely, linked as block.h says */
+    _Atomic(void *) inbox[HK_LANES]; /* blocks freed remotely, linked as block.h says */
     struct hk_owner *next_free; /* recycling list */
     struct hk_owner *next_all;  /* every record ever made; set before it is published */
-    char pad[40];               /* one cache line for the inbox: pushers contend on it */
+    char pad[16];               /* one cache line for the inbox: pushers contend on it */
     /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record;
      * the owner's heap says whether it is busy. */
     _Atomic unsigned claim;     /* nonzero while a helper works on the owner's heap */
     _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
-    _Atomic(void *) seen;       /* the inbox as the last scan for idle owners saw it */
+    _Atomic(void *) seen[HK_LANES]; /* the inbox as the last scan for idle owners saw it */
     struct hk_tally tally;      /* the thread's operation counts (stats.h) */
 } __attribute__((aligned(64)));
 
@@ -47,26 +50,42 @@ struct hk_owner *hk_owner_first(void) HK_INTERNAL;
  * the retained slabs are those of live threads). */
 void hk_owner_tally(struct hk_tally_sum *sum) HK_INTERNAL;
 
-/* Pushes a chain of blocks, head to tail, already linked and marked free, with one CAS;
- * returns 0 (the chain untouched but for tail's link) if the inbox is closed. */
-static inline int hk_owner_push_list(struct hk_owner *o, void *head, void *tail) {
-    void *old = atomic_load_explicit(&o->inbox, memory_order_relaxed);
+/* Pushes a chain of blocks, head to tail, already linked and marked free, onto lane `lane`
+ * with one CAS; returns 0 (the chain untouched but for tail's link) if the inbox is closed. */
+static inline int hk_owner_push_list(struct hk_owner *o, unsigned lane, void *head, void *tail) {
+    _Atomic(void *) *in = &o->inbox[lane];
+    void *old = atomic_load_explicit(in, memory_order_relaxed);
     do {
         if (old == HK_INBOX_CLOSED) return 0;
         hk_link_set(tail, old);
-    } while (!atomic_compare_exchange_weak_explicit(&o->inbox, &old, head, memory_order_release,
+    } while (!atomic_compare_exchange_weak_explicit(in, &old, head, memory_order_release,
                                                     memory_order_acquire));
     return 1;
 }
 
-/* Takes every pending block (owner only). */
-static inline void *hk_owner_take(struct hk_owner *o) {
-    return atomic_exchange_explicit(&o->inbox, NULL, memory_order_acquire);
+/* Whether blocks are pending (an open inbox has some, or it is closed). */
+static inline int hk_owner_pending(struct hk_owner *o) {
+    int any = 0;
+    for (unsigned i = 0; i < HK_LANES; i++)
+        any |= atomic_load_explicit(&o->inbox[i], memory_order_relaxed) != NULL;
+    return any;
 }
 
-/* Closes the inbox and returns what was pending (owner only, at thread exit). */
-static inline void *hk_owner_close(struct hk_owner *o) {
-    return atomic_exchange_explicit(&o->inbox, HK_INBOX_CLOSED, memory_order_acq_rel);
+/* Takes every pending block, a list per lane (the owner, or a helper that has claimed it);
+ * a closed lane gives nothing. */
+static inline void hk_owner_take(struct hk_owner *o, void *lists[HK_LANES]) {
+    for (unsigned i = 0; i < HK_LANES; i++) {
+        void *b = atomic_load_explicit(&o->inbox[i], memory_order_relaxed);
+        lists[i] = b == NULL || b == HK_INBOX_CLOSED
+                       ? NULL
+                       : atomic_exchange_explicit(&o->inbox[i], NULL, memory_order_acquire);
+    }
+}
+
+/* Closes the inbox and returns what was pending, a list per lane (owner only, at exit). */
+static inline void hk_owner_close(struct hk_owner *o, void *lists[HK_LANES]) {
+    for (unsigned i = 0; i < HK_LANES; i++)
+        lists[i] = atomic_exchange_explicit(&o->inbox[i], HK_INBOX_CLOSED, memory_order_acq_rel);
 }
 
 void hk_owner_lock_all(void) HK_INTERNAL;
