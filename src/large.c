@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "os.h"
 #include "policy.h"
+#include "stats.h"
 #include "trace.h"
 
 #define HK_LARGE_MAP_MIN ((size_t)4 << 20) /* smallest mapping asked of the OS */
@@ -30,6 +31,8 @@ struct hk_ext {
 };
 
 static pthread_mutex_t hk_large_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static void hk_large_lock(void) { HK_LOCK_COUNTED(&hk_large_mutex, large_lock, large_lock_waited); }
 
 /* --- extent records ------------------------------------------------------------------------- */
 
@@ -327,7 +330,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         return NULL;
     }
     uint64_t now = hk_now_ms();
-    pthread_mutex_lock(&hk_large_mutex);
+    hk_large_lock();
     if (!hk_reserve(3)) goto oom;
     struct hk_ext *e = hk_find_fit(len, align);
     if (HK_TRACING(HK_T_LARGE))
@@ -348,7 +351,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         if (map < len) map = len;
         if (map < HK_LARGE_MAP_MIN) map = HK_LARGE_MAP_MIN;
         void *m = hk_os_map(map);
-        pthread_mutex_lock(&hk_large_mutex);
+        hk_large_lock();
         if (!m) goto oom;
         if (!hk_reserve(3)) {
             pthread_mutex_unlock(&hk_large_mutex);
@@ -389,7 +392,7 @@ static int hk_recently_freed(uintptr_t a) {
 
 int hk_large_free(void *p) {
     uint64_t now = hk_now_ms();
-    pthread_mutex_lock(&hk_large_mutex);
+    hk_large_lock();
     struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
     if (!e || e->state != HK_EXT_LIVE) {
         int twice = e != NULL || hk_recently_freed((uintptr_t)p);
@@ -408,7 +411,7 @@ int hk_large_free(void *p) {
 }
 
 size_t hk_large_usable(const void *p) {
-    pthread_mutex_lock(&hk_large_mutex);
+    hk_large_lock();
     struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
     size_t n = e && e->state == HK_EXT_LIVE ? e->len : 0;
     pthread_mutex_unlock(&hk_large_mutex);
@@ -419,7 +422,7 @@ void *hk_large_realloc(void *p, size_t n) {
     size_t len = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
     if (len < n || len > PTRDIFF_MAX) return NULL;
     uint64_t now = hk_now_ms();
-    pthread_mutex_lock(&hk_large_mutex);
+    hk_large_lock();
     struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
     if (!e || e->state != HK_EXT_LIVE || !hk_reserve(2)) {
         pthread_mutex_unlock(&hk_large_mutex);
@@ -463,7 +466,7 @@ void *hk_large_realloc(void *p, size_t n) {
     /* Move the pages: the block is the caller's, nobody else reaches this record meanwhile. */
     void *q = hk_os_remap(p, old, len);
     if (!q) return NULL;
-    pthread_mutex_lock(&hk_large_mutex);
+    hk_large_lock();
     hk_tab_remove(&hk_by_start, e, 0);
     e->addr = (uintptr_t)q;
     e->len = len;
@@ -484,7 +487,7 @@ size_t hk_large_decay(uint64_t now, int force) {
     for (;;) {
         struct hk_ext *purge[HK_DECAY_BATCH], *unmap[HK_DECAY_BATCH];
         unsigned np = 0, nu = 0;
-        pthread_mutex_lock(&hk_large_mutex);
+        hk_large_lock();
         uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
         size_t budget = hk_large_budget();
         struct hk_ext *e;
@@ -510,7 +513,7 @@ size_t hk_large_decay(uint64_t now, int force) {
             hk_os_release((void *)purge[i]->addr, purge[i]->len);
             released += purge[i]->dirty;
         }
-        pthread_mutex_lock(&hk_large_mutex);
+        hk_large_lock();
         for (unsigned i = 0; i < nu; i++) {
             hk_mapped_bytes -= unmap[i]->len;
             hk_ext_give(unmap[i]);
@@ -536,7 +539,7 @@ size_t hk_large_decay(uint64_t now, int force) {
 /* --- reports -------------------------------------------------------------------------------- */
 
 void hk_large_demand(struct hk_large_demand *out) {
-    pthread_mutex_lock(&hk_large_mutex);
+    hk_large_lock();
     out->reuse_bytes = hk_reuse_bytes;
     out->refault_bytes = hk_refault_bytes;
     out->live_bytes = hk_live_bytes;
@@ -547,7 +550,7 @@ void hk_large_demand(struct hk_large_demand *out) {
 }
 
 void hk_large_stats(struct hak_stats *out) {
-    pthread_mutex_lock(&hk_large_mutex);
+    hk_large_lock();
     out->large_now = hk_live_n;
     out->large_bytes_now = hk_live_bytes;
     out->large_free_dirty_now = hk_free_dirty;

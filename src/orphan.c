@@ -10,6 +10,10 @@
 #include "trace.h"
 
 static pthread_mutex_t hk_orphan_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static void hk_orphan_lock(void) {
+    HK_LOCK_COUNTED(&hk_orphan_mutex, orphan_lock, orphan_lock_waited);
+}
 static struct hk_slab *hk_orphan_partial[HK_NCLASS]; /* orphans with free blocks */
 static struct hk_slab *hk_orphan_full[HK_NCLASS];    /* orphans without */
 /* Length of hk_orphan_partial[c], changed under the lock and read without it, so a refill
@@ -30,7 +34,7 @@ static void hk_orphan_partial_unlink(struct hk_slab *s) {
 void hk_orphan_abandon(struct hk_slab *s) {
     HK_ASSERT(s->used > 0);
     HK_STAT_INC(slab_abandon);
-    pthread_mutex_lock(&hk_orphan_mutex);
+    hk_orphan_lock();
     /* seq_cst store: a remote pusher that still sees the old owner pushes into the owner's
      * inbox, which the exiting owner drains after this (see hk_heap_teardown). */
     atomic_store(&s->owner, NULL);
@@ -47,7 +51,7 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     struct hk_slab *s;
     /* A stale zero only means this refill takes a fresh slab instead. */
     if (atomic_load_explicit(&hk_orphan_avail[c], memory_order_relaxed) == 0) return NULL;
-    pthread_mutex_lock(&hk_orphan_mutex);
+    hk_orphan_lock();
     if ((s = hk_orphan_partial[c]) != NULL) {
         hk_orphan_partial_unlink(s);
         s->list = HK_LIST_NONE;
@@ -97,7 +101,7 @@ static void hk_orphan_release(struct hk_slab *emptied) {
 
 int hk_orphan_free(struct hk_slab *s, void *p) {
     struct hk_slab *emptied = NULL;
-    pthread_mutex_lock(&hk_orphan_mutex);
+    hk_orphan_lock();
     int done = hk_orphan_free_locked(s, p, 0, &emptied);
     pthread_mutex_unlock(&hk_orphan_mutex);
     hk_orphan_release(emptied);
@@ -107,7 +111,7 @@ int hk_orphan_free(struct hk_slab *s, void *p) {
 void *hk_orphan_free_list(void *b) {
     struct hk_slab *emptied = NULL;
     void *owned = NULL;
-    pthread_mutex_lock(&hk_orphan_mutex);
+    hk_orphan_lock();
     while (b) {
         void *next = hk_link_get(b);
         if (!hk_orphan_free_locked(hk_slab_of((uintptr_t)b), b, 1, &emptied))

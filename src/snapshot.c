@@ -39,6 +39,10 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(os_madvise_bytes);
     HK_LOAD(pool_lock);
     HK_LOAD(pool_lock_waited);
+    HK_LOAD(large_lock);
+    HK_LOAD(large_lock_waited);
+    HK_LOAD(orphan_lock);
+    HK_LOAD(orphan_lock_waited);
     HK_LOAD(threads_started);
     HK_LOAD(threads_exited);
     HK_LOAD(os_mremap_bytes);
@@ -87,6 +91,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(large_realloc_in_place) X(large_realloc_mremap) X(purge_delay_ms) X(unmap_delay_ms)      \
     X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
     X(os_madvise_bytes) X(os_mremap_bytes) X(pool_lock) X(pool_lock_waited)                   \
+    X(large_lock) X(large_lock_waited) X(orphan_lock) X(orphan_lock_waited)                    \
     X(threads_started) X(threads_exited)                                                       \
     X(counted) X(large_allocs) X(large_frees)
 
@@ -150,8 +155,9 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "
            "bytes, SuperSlab cache %zu\n"
            "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
-           "  os bytes: mmap %zu, munmap %zu, madvise %zu, mremap %zu; pool lock %zu "
-           "acquisitions, %zu waited; threads %zu started, %zu exited\n",
+           "  os bytes: mmap %zu, munmap %zu, madvise %zu, mremap %zu; threads %zu started, %zu "
+           "exited\n"
+           "  locks (acquisitions, waited): pool %zu, %zu; large %zu, %zu; orphans %zu, %zu\n",
            (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
            s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
            s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
@@ -162,9 +168,9 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->large_cache_misses, s->large_realloc_in_place, s->large_realloc_mremap,
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
            s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
-           s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->pool_lock,
-           s->pool_lock_waited,
-           s->threads_started, s->threads_exited);
+           s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->threads_started,
+           s->threads_exited, s->pool_lock, s->pool_lock_waited, s->large_lock,
+           s->large_lock_waited, s->orphan_lock, s->orphan_lock_waited);
     if (s->counted)
         hk_out(buf, size, &n, "  large blocks: %zu allocated, %zu freed\n", s->large_allocs,
                s->large_frees);

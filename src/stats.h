@@ -4,6 +4,7 @@
 #ifndef HK_STATS_H
 #define HK_STATS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "common.h"
@@ -17,6 +18,8 @@ struct hk_counters {
     _Atomic size_t remote_free; /* by threads without a heap (the others count in their tally) */
     _Atomic size_t ss_unmapped;
     _Atomic size_t pool_lock, pool_lock_waited; /* pool mutex acquisitions, and those that waited */
+    _Atomic size_t large_lock, large_lock_waited;   /* the same for the large tier's mutex */
+    _Atomic size_t orphan_lock, orphan_lock_waited; /* and for the orphans' */
     _Atomic size_t threads_started, threads_exited;
     _Atomic size_t os_mremap_bytes;
     _Atomic size_t inbox_helps; /* idle threads' inboxes applied by other threads */
@@ -26,6 +29,16 @@ extern struct hk_counters hk_ctr HK_INTERNAL;
 
 #define HK_STAT_INC(f) atomic_fetch_add_explicit(&hk_ctr.f, 1, memory_order_relaxed)
 #define HK_STAT_ADD(f, n) atomic_fetch_add_explicit(&hk_ctr.f, (n), memory_order_relaxed)
+
+/* Takes mutex m, counting the acquisition and, if it had to wait, the contention. */
+#define HK_LOCK_COUNTED(m, acq, waited)                                                        \
+    do {                                                                                       \
+        HK_STAT_INC(acq);                                                                      \
+        if (pthread_mutex_trylock(m) != 0) {                                                   \
+            HK_STAT_INC(waited);                                                               \
+            pthread_mutex_lock(m);                                                             \
+        }                                                                                      \
+    } while (0)
 
 /* Operations per size class, and of large blocks, kept only when hk_counting is
  * set (HAKMEM_STATS at start-up): each thread counts into its own owner record (owner.h),
