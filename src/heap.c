@@ -529,8 +529,9 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
             /* Small blocks of orphans travel in a batch too, applied under one acquisition
              * of the orphan lock. A thread that has not allocated yet (a consumer of blocks
              * from threads that are gone) sets its heap up for that; not one whose heap is
-             * being torn down (hooked is 0 then). */
-            if (!h->owner) hk_heap_init(h);
+             * being or has been torn down (hooked is 0 then, and exiting 1 after): a heap set
+             * up by a late destructor's free would outlive the thread's last teardown. */
+            if (!h->owner && !h->exiting) hk_heap_init(h);
             if (h->hooked && s->cls < HK_NSMALL) {
                 hk_batch_add(h, NULL, p, s->bsize);
                 return;
@@ -812,9 +813,10 @@ static void hk_heap_teardown(struct hk_heap *h) {
     struct hk_owner *o = h->owner;
     if (!o) return;
     hk_heap_enter(h);
-    /* From here on, remote frees are not batched and orphans are not taken: nothing must be
-     * added to this heap while it is being emptied. */
+    /* From here on, remote frees are not batched: nothing must be added to this heap while it
+     * is being emptied. */
     h->hooked = 0;
+    h->exiting = 1;
     HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,

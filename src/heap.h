@@ -106,6 +106,7 @@ struct hk_heap {
 #endif
     struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
+    uint8_t exiting;                      /* torn down once: the thread is exiting */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
 };
