@@ -26,6 +26,14 @@ HK_TLS struct hk_heap hk_tls = {
     .class_table = {HK_CLASS_TABLE_INIT},
 };
 
+#ifndef HK_HARDENED
+/* Stash sizes: HK_STASH_BYTES of blocks, 1 to HK_STASH_MAX. */
+#define HK_STASH_OF(d)                                                                         \
+    (uint8_t)((d) >= HK_STASH_BYTES ? 1u                                                       \
+              : HK_STASH_BYTES / (d) > HK_STASH_MAX ? HK_STASH_MAX : HK_STASH_BYTES / (d)),
+static const uint8_t hk_stash_max[HK_NSMALL] = {HK_SMALL_SIZES(HK_STASH_OF)};
+#endif
+
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
 #define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
 
@@ -338,22 +346,42 @@ static void hk_heap_unretain(struct hk_heap *h, unsigned c, unsigned keep, uint6
 
 static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s);
 
-/* Puts the blocks of the cache of class c back on the current slab's free list (the cache
- * holds blocks of that slab only). */
+static void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p);
+
+/* Frees the blocks of a list to their slabs, none kept in the stash. */
+static void hk_heap_send_home(struct hk_heap *h, void *b) {
+    while (b) {
+        void *next = hk_link_get(b);
+        hk_free_home(h, hk_slab_of((uintptr_t)b), b);
+        b = next;
+    }
+}
+
+/* Gives back class c's stash (small classes). */
+static void hk_heap_unstash(struct hk_heap *h, unsigned c) {
+    void *b = h->stash[c];
+    h->stash[c] = NULL;
+    h->nstash[c] = 0;
+    hk_heap_send_home(h, b);
+}
+
+/* Empties the cache of class c: blocks of the current slab go back onto its free list, others
+ * (from the stash) are freed to their slabs. */
 static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     struct hk_slab *s = h->cur[c];
-    void *b = h->free[c], *tail = NULL;
-    uint32_t n = 0;
-    for (; b; b = hk_link_get(b)) {
-        tail = b;
-        n++;
-    }
-    if (tail) {
-        hk_link_set(tail, s->free);
-        s->free = h->free[c];
-        s->used -= n;
-    }
+    void *b = h->free[c], *away = NULL;
     h->free[c] = NULL;
+    while (b) {
+        void *next = hk_link_get(b);
+        if (s && hk_slab_of((uintptr_t)b) == s) {
+            hk_block_push(&s->free, b);
+            s->used--;
+        } else {
+            hk_block_push(&away, b);
+        }
+        b = next;
+    }
+    hk_heap_send_home(h, away);
 }
 
 /* Class c's current slab stops being current: to the partial or full list, or, empty, kept
@@ -396,6 +424,10 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
         hk_heap_unretain(h, c, hk_pol_soft_cap(c), older);
     }
     hk_heap_quiet_classes(h, now, older);
+    /* A stash of a class not refilled since the last tick gives its blocks back. */
+    for (unsigned c = 0; c < HK_NSMALL; c++)
+        if (h->stash[c] && !(h->refilled >> c & 1)) hk_heap_unstash(h, c);
+    h->refilled = 0;
     hk_heap_help_idle(h, now);
     hk_decay_tick(now);
 }
@@ -420,10 +452,19 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
 
 static void hk_batch_flush_all(struct hk_heap *h);
 
+static void hk_heap_drain(struct hk_heap *h);
+
 void hk_heap_trim(void) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
+    /* Frees other threads made to this one's slabs are applied, and other threads' blocks in
+     * the stash and cache go home, so that every slab that can empty does. */
+    h->no_stash = 1; /* what goes home now must not come back into the stash */
+    if (h->owner) hk_heap_drain(h);
+    for (unsigned c = 0; c < HK_NSMALL; c++) hk_heap_unstash(h, c);
+    for (unsigned c = 0; c < HK_NCLASS; c++) hk_heap_uncache(h, c);
     hk_batch_flush_all(h);
+    h->no_stash = 0;
     for (uint64_t m = h->retained_mask; m; m &= m - 1)
         hk_heap_unretain(h, (unsigned)__builtin_ctzll(m), 0, 0);
     hk_heap_leave(h);
@@ -522,7 +563,7 @@ static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_
 }
 
 /* Frees p of slab s on behalf of whichever thread owns s now. */
-static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
+static void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
     for (;;) {
         struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
         if (o == NULL) {
@@ -554,6 +595,22 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
         }
         /* The owner exited or the orphan was adopted meanwhile: look again. */
     }
+}
+
+/* Frees p of slab s on behalf of whichever thread owns s now; a small block of another live
+ * thread's slab is kept in the calling thread's stash while it has room (heap.h, "Reuse"). */
+static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
+#ifndef HK_HARDENED
+    unsigned c = s->cls;
+    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    if (c < HK_NSMALL && h->hooked && !h->no_stash && h == &hk_tls && o != NULL &&
+        o != h->owner && h->nstash[c] < hk_stash_max[c]) {
+        hk_block_push(&h->stash[c], p);
+        h->nstash[c]++;
+        return;
+    }
+#endif
+    hk_free_home(h, s, p);
 }
 
 /* Frees the blocks of an inbox's lanes, a block of each in turn. A link that leads out of
@@ -756,6 +813,14 @@ void *hk_heap_refill(unsigned c) {
         h->tick_countdown = HK_TICK_REFILLS;
         if (now >= h->next_tick) hk_heap_tick(h, now);
     }
+    if (c < HK_NSMALL) {
+        h->refilled |= (uint64_t)1 << c;
+        if (!h->free[c] && h->stash[c]) { /* reused first: still in this core's cache */
+            h->free[c] = h->stash[c];
+            h->stash[c] = NULL;
+            h->nstash[c] = 0;
+        }
+    }
     void *p = NULL;
     if (h->free[c] || hk_heap_fill(h, c)) {
         p = hk_heap_alloc(c);
@@ -813,21 +878,25 @@ static void hk_heap_teardown(struct hk_heap *h) {
     struct hk_owner *o = h->owner;
     if (!o) return;
     hk_heap_enter(h);
-    /* From here on, remote frees are not batched: nothing must be added to this heap while it
-     * is being emptied. */
-    h->hooked = 0;
-    h->exiting = 1;
     HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,
                  NULL, 0, NULL, 0);
     uint64_t now = hk_now_ms();
+    /* Stashes and caches first, while other threads' blocks still travel in batches; nothing
+     * is stashed again from here on. */
+    h->no_stash = 1;
     hk_heap_drain(h);
+    for (unsigned c = 0; c < HK_NSMALL; c++) hk_heap_unstash(h, c);
+    for (unsigned c = 0; c < HK_NCLASS; c++) hk_heap_uncache(h, c);
     hk_batch_flush_all(h);
+    /* From here on, remote frees are not batched or stashed: nothing must be added to this
+     * heap while it is being emptied. */
+    h->hooked = 0;
+    h->exiting = 1;
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         struct hk_slab *s = h->cur[c];
         if (s) {
-            hk_heap_uncache(h, c);
             hk_heap_set_current(h, c, NULL);
             hk_heap_let_go(s, now);
         }
@@ -862,7 +931,12 @@ static void hk_heap_teardown(struct hk_heap *h) {
 uint32_t hk_heap_slab_live(const struct hk_slab *s) {
     const struct hk_heap *h = &hk_tls;
     uint32_t live = s->used;
-    if (s->cls < HK_NCLASS && h->cur[s->cls] == s)
-        for (void *b = h->free[s->cls]; b; b = hk_link_get(b)) live--;
+    if (s->cls < HK_NCLASS) {
+        for (void *b = h->free[s->cls]; b; b = hk_link_get(b))
+            if (hk_slab_of((uintptr_t)b) == s) live--;
+        if (s->cls < HK_NSMALL)
+            for (void *b = h->stash[s->cls]; b; b = hk_link_get(b))
+                if (hk_slab_of((uintptr_t)b) == s) live--;
+    }
     return live;
 }

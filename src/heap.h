@@ -21,10 +21,19 @@
  * or stop being full, and blocks marked free are validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
- * slab->free, i.e. held by users or by this cache. The cache holds blocks of the current slab
- * only (a refill moves the slab's free list into it), so it is bounded by one slab per class,
- * and a slab that is not current has used == its exact live count: it is empty the moment
- * used reaches zero.
+ * slab->free, i.e. held by users, by a thread's cache or stash, or waiting in a batch or an
+ * inbox. A cache holds blocks of its current slab (a refill moves the slab's free list into
+ * it) and at most a stash's worth of other threads' blocks, so it is bounded, and a slab of
+ * the thread that is not current has used == its exact live count plus those few: it is
+ * empty the moment used reaches zero.
+ *
+ * Reuse: a small block of another thread's slab that this thread frees is kept in its stash
+ * for the class, up to HK_STASH_BYTES (1 to HK_STASH_MAX blocks), and handed out by its next
+ * refill of the class, before any slab is looked at: it was just written by this core, so it
+ * is still in its cache, and it need not travel home and back. The block's slab counts it as
+ * live meanwhile. Beyond the stash, blocks go home in batches. A class refilled in no tick
+ * (10 ms of slow-path activity) gives its stash back; so does thread exit. Not in the
+ * hardened build, whose caches hold blocks of the current slab only.
  *
  * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
  * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
@@ -69,6 +78,8 @@ struct hk_owned {
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
  * bytes, when its entry is wanted for another owner, when the thread refills, trims or
  * exits. So at most HK_BATCHES * HK_BATCH_BYTES of a thread's remote frees wait in it. */
+#define HK_STASH_BYTES 8192u
+#define HK_STASH_MAX 64u
 #define HK_BATCHES 8
 #define HK_BATCH_BLOCKS 32
 #define HK_BATCH_BYTES (64u * 1024)
@@ -105,8 +116,14 @@ struct hk_heap {
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif
     struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
+    /* Other threads' small blocks this thread freed, per class, to be handed out by its own
+     * next refill of the class (at most hk_stash_max[c] each; see "Reuse" above). */
+    void *stash[HK_NSMALL];
+    uint8_t nstash[HK_NSMALL];
+    uint64_t refilled;                    /* classes refilled since the last tick (bits) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */
+    uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
 };
