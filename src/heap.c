@@ -371,6 +371,22 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     struct hk_slab *s = h->cur[c];
     void *b = h->free[c], *away = NULL;
     h->free[c] = NULL;
+    if (s) {
+        /* Usually every block is the current slab's: the list goes back whole. */
+        uintptr_t base = (uintptr_t)hk_slab_base(s), span = hk_slab_bytes(s);
+        void *tail = NULL;
+        uint32_t n = 0;
+        for (void *x = b; x && (uintptr_t)x - base < span; x = hk_link_get(x)) {
+            tail = x;
+            n++;
+        }
+        if (tail && !hk_link_get(tail)) {
+            hk_link_set(tail, s->free);
+            s->free = b;
+            s->used -= n;
+            return;
+        }
+    }
     while (b) {
         void *next = hk_link_get(b);
         if (s && hk_slab_of((uintptr_t)b) == s) {
