@@ -96,18 +96,19 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * A thread that has stopped allocating (blocked, or busy with other work) would strand them,
  * and with them every slab they would empty. So a scan, run at most every HK_HELP_MS from any
  * thread's tick, looks at every owner record: an inbox lane whose first block is the one the
- * last scan saw has not been taken for at least HK_HELP_MS, and the scanning thread applies it to
- * the idle owner's slabs itself: an emptied slab is kept or goes to the pool as if the owner
- * had freed its last block.
+ * last scan saw has not been taken for at least HK_HELP_MS, and the scanning thread applies the
+ * owner's inbox to its slabs itself: an emptied slab is kept or goes to the pool as if the
+ * owner had freed its last block.
  *
- * Exclusion at no cost to the owner's slow paths beyond two plain stores and a load: the owner
- * marks them busy (hk_heap_enter, hk_heap_leave); a helper claims the record, then
- * membarrier(PRIVATE_EXPEDITED) makes every running thread of the process pass a full barrier,
- * and then the helper reads busy. Either the owner's busy is visible by then and the helper
- * backs off (the next scan tries again), or the owner's next slow path sees the claim and
- * waits for it. A helper changes only what the owner changes on its slow paths (slab lists,
- * slabs' free lists and counts, the heap's lists and batches), never the caches and tags its
- * fast paths use. Without membarrier (kernels before 4.14, seccomp filters) inboxes wait for
+ * Exclusion without a read-modify-write on the owner's side: wherever the owner changes slab
+ * state (its slow paths, and free's fast path, heap.h) it stores busy, loads its record's
+ * claim, and clears busy when done (hk_heap_enter, hk_heap_leave, hk_heap_free_fast). A helper
+ * claims the record, then membarrier(PRIVATE_EXPEDITED) makes every running thread of the
+ * process pass a full barrier, and then the helper reads busy. Either the owner's busy is
+ * visible by then and the helper backs off (the next scan tries again), or the owner sees the
+ * claim and waits for it. A helper changes slab lists, slabs' free lists and counts, the
+ * heap's lists and batches, never the thread's caches, stashes or owned-slab table, which the
+ * owner's malloc fast path reads without marking itself busy. Without membarrier (kernels before 4.14, seccomp filters) inboxes wait for
  * their owners; under ThreadSanitizer, which cannot see membarrier's ordering, too. */
 
 #define HK_HELP_MS 10
@@ -371,9 +372,9 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     struct hk_slab *s = h->cur[c];
     void *b = h->free[c], *away = NULL;
     h->free[c] = NULL;
+    uintptr_t base = s ? (uintptr_t)hk_slab_base(s) : 0, span = s ? hk_slab_bytes(s) : 0;
     if (s) {
         /* Usually every block is the current slab's: the list goes back whole. */
-        uintptr_t base = (uintptr_t)hk_slab_base(s), span = hk_slab_bytes(s);
         void *tail = NULL;
         uint32_t n = 0;
         for (void *x = b; x && (uintptr_t)x - base < span; x = hk_link_get(x)) {
@@ -389,7 +390,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     }
     while (b) {
         void *next = hk_link_get(b);
-        if (s && hk_slab_of((uintptr_t)b) == s) {
+        if ((uintptr_t)b - base < span) {
             hk_block_push(&s->free, b);
             s->used--;
         } else {
@@ -465,8 +466,6 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
     }
     if (now >= h->next_tick) hk_heap_tick(h, now);
 }
-
-static void hk_batch_flush_all(struct hk_heap *h);
 
 static void hk_heap_drain(struct hk_heap *h);
 
@@ -662,14 +661,6 @@ static void hk_heap_drain(struct hk_heap *h) {
     hk_heap_free_lists(h, lists);
 }
 
-/* Whether block p of slab s is free already: it carries the free mark. The mark is random per
- * process and written only into free blocks, so it is taken as proof wherever the block is: on
- * a slab's list, in a cache, in an inbox, or in some thread's batch, where no list shows it. */
-int hk_heap_block_is_free(struct hk_slab *s, void *p) {
-    (void)s;
-    return hk_marked_free(p);
-}
-
 #ifdef HK_HARDENED
 void hk_heap_guard_fail(void *p, int what, const char *op) {
     static const char *const why[] = {
@@ -683,15 +674,17 @@ void hk_heap_guard_fail(void *p, int what, const char *op) {
 #endif
 
 /* The checks of a valid block start p of slab s before it is freed: not free already (the
- * mark, hk_heap_block_is_free), and in the hardened build intact guards. 0 after a report. */
+ * mark, taken as proof: block.h), and in the hardened build intact guards. 0 after a
+ * report. */
 static int hk_heap_may_free(struct hk_slab *s, void *p, const char *op) {
-    if (HK_UNLIKELY(hk_heap_block_is_free(s, p))) {
+    if (HK_UNLIKELY(hk_marked_free(p))) {
         hk_report(op, p, "double free");
         return 0;
     }
 #ifdef HK_HARDENED
     return hk_heap_guard_free(p, s->bsize, (uintptr_t)p - (uintptr_t)hk_slab_base(s), op);
 #else
+    (void)s;
     return 1;
 #endif
 }
@@ -935,8 +928,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
     hk_owner_close(h->owner, lists);
     for (unsigned l = 0; l < HK_LANES; l++)
         if (lists[l] == HK_INBOX_CLOSED) lists[l] = NULL; /* closed before: nothing came */
-    hk_heap_free_lists(h, lists);
-    hk_batch_flush_all(h); /* what that passed on to other threads */
+    hk_heap_free_lists(h, lists); /* not batched: hooked is 0 */
     atomic_store_explicit(&o->heap, NULL, memory_order_relaxed); /* helpers: nothing to do */
     memset(h->owned, 0, sizeof h->owned); /* emptied above; nothing may point at a slab now */
     hk_heap_leave(h);

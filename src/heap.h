@@ -74,12 +74,14 @@ struct hk_owned {
     uint32_t dec;         /* what a free takes from slab->used: 0 into the cache, else 1 */
 };
 
+/* A stash (see "Reuse" above) holds HK_STASH_BYTES of a class's blocks, 1 to HK_STASH_MAX. */
+#define HK_STASH_BYTES 8192u
+#define HK_STASH_MAX 64u
+
 /* Remote frees are collected per destination owner and handed over a batch at a time, with
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
  * bytes, when its entry is wanted for another owner, when the thread refills, trims or
  * exits. So at most HK_BATCHES * HK_BATCH_BYTES of a thread's remote frees wait in it. */
-#define HK_STASH_BYTES 8192u
-#define HK_STASH_MAX 64u
 #define HK_BATCHES 8
 #define HK_BATCH_BLOCKS 32
 #define HK_BATCH_BYTES (64u * 1024)
@@ -141,9 +143,6 @@ void hk_heap_count_large(int alloc) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
  * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
 void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;
-/* Whether block p (a block start) of slab s is free already: marked free and, where the
- * calling thread can tell, found on a free list (see hk_heap_is_free in heap.c). */
-int hk_heap_block_is_free(struct hk_slab *s, void *p) HK_INTERNAL;
 #ifdef HK_HARDENED
 #define HK_GUARD_BEFORE 3 /* the block before p has a broken trailer */
 /* Reports what hk_heap_guard_free found (HK_GUARD_IS_FREE, _BROKEN or HK_GUARD_BEFORE). */

@@ -206,7 +206,7 @@ static int hk_usable(void *p, const char *op, size_t *n) {
         struct hk_slab *s = hk_slab_of(a);
         if (HK_LIKELY(__atomic_load_n(&s->cls, __ATOMIC_ACQUIRE) != HK_CLS_NONE &&
                       hk_slab_block_index(s, a) >= 0)) {
-            if (HK_UNLIKELY(hk_heap_block_is_free(s, p))) {
+            if (HK_UNLIKELY(hk_marked_free(p))) {
                 hk_report(op, p, "use after free (the block is free)");
                 return 0;
             }
