@@ -53,6 +53,7 @@ struct hak_stats {
     size_t remote_free;
     size_t inbox_helps;                        /* idle threads' remote frees applied by others */
     size_t pool_lock, pool_lock_waited;        /* pool mutex acquisitions; those that waited */
+    size_t pool_class_lock, pool_class_lock_waited; /* the pool's per-class front locks */
     size_t large_lock, large_lock_waited;      /* the large tier's mutex, likewise */
     size_t orphan_lock, orphan_lock_waited;    /* the orphans' mutex, likewise */
     size_t threads_started, threads_exited;    /* thread heaps set up and torn down */

@@ -525,9 +525,21 @@ static void hk_count_pushes(struct hk_heap *h, uint32_t n) {
     }
 }
 
-/* Hands batch entry b to its owner, or, for orphans' blocks (no owner), frees them under the
- * orphan lock. If the owner has exited meanwhile (its inbox is closed), or an orphan has been
- * adopted, each block is freed again, to whoever owns its slab now. */
+/* Frees again, to whoever owns its slab now, each block of list l (linked, NULL-ended);
+ * returns how many. */
+static uint32_t hk_free_again(struct hk_heap *h, void *l) {
+    uint32_t n = 0;
+    while (l) {
+        void *next = hk_link_get(l);
+        hk_free_dispatch(h, hk_slab_of((uintptr_t)l), l);
+        l = next;
+        n++;
+    }
+    return n;
+}
+
+/* Hands batch entry b to its owner. If the owner has exited meanwhile (its inbox is closed),
+ * each block is freed again, to whoever owns its slab now. */
 static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
     uint32_t n = b->n, back = 0;
     h->batch_mask &= ~(1u << (b - h->batch));
@@ -536,27 +548,38 @@ static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
         void *head = b->head[l], *tail = b->tail[l];
         if (!head) continue;
         b->head[l] = b->tail[l] = NULL;
-        if (b->to == NULL) {
-            hk_link_set(tail, NULL);
-            head = hk_orphan_free_list(head); /* those adopted meanwhile come back */
-        } else if (hk_owner_push_list(b->to, l, head, tail)) {
-            continue;
-        } else {
-            hk_link_set(tail, NULL);
-        }
-        while (head) {
-            void *next = hk_link_get(head);
-            hk_free_dispatch(h, hk_slab_of((uintptr_t)head), head);
-            head = next;
-            back++;
-        }
+        if (hk_owner_push_list(b->to, l, head, tail)) continue;
+        hk_link_set(tail, NULL);
+        back += hk_free_again(h, head);
     }
-    if (b->to && n > back) hk_count_pushes(h, n - back);
+    if (n > back) hk_count_pushes(h, n - back);
 }
 
-/* Hands every waiting batch over. */
+/* Frees the orphans' blocks waiting in h; those whose slab was adopted meanwhile go to their
+ * new owner. */
+static HK_NOINLINE void hk_orphan_batch_flush(struct hk_heap *h) {
+    void *l = h->orphan_batch;
+    h->orphan_batch = NULL;
+    h->orphan_n = h->orphan_bytes = 0;
+    hk_free_again(h, hk_orphan_free_list(l));
+}
+
+/* Hands every waiting batch over: the owners' and the orphans'. Each kind can refill the
+ * other (a block of an orphan adopted meanwhile joins its new owner's batch; one of an owner
+ * that exited meanwhile, the orphans'), so both are empty only at the end. */
 static void hk_batch_flush_all(struct hk_heap *h) {
-    while (h->batch_mask) hk_batch_flush(h, &h->batch[__builtin_ctz(h->batch_mask)]);
+    do {
+        if (h->orphan_batch) hk_orphan_batch_flush(h);
+        while (h->batch_mask) hk_batch_flush(h, &h->batch[__builtin_ctz(h->batch_mask)]);
+    } while (h->orphan_batch);
+}
+
+/* Adds block p (size bytes) of an orphan to h's orphan batch. */
+static void hk_orphan_batch_add(struct hk_heap *h, void *p, uint32_t size) {
+    hk_block_push(&h->orphan_batch, p);
+    h->orphan_bytes += size;
+    if (++h->orphan_n >= HK_ORPHAN_BATCH_BLOCKS || h->orphan_bytes >= HK_ORPHAN_BATCH_BYTES)
+        hk_orphan_batch_flush(h);
 }
 
 /* Adds block p (size bytes) for owner o to the thread's batches. The entry is chosen by a
@@ -582,14 +605,14 @@ static void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
     for (;;) {
         struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
         if (o == NULL) {
-            /* Small blocks of orphans travel in a batch too, applied under one acquisition
-             * of the orphan lock. A thread that has not allocated yet (a consumer of blocks
+            /* Small blocks of orphans travel in a batch too, applied with one acquisition
+             * of each lock stripe they need. A thread that has not allocated yet (a consumer of blocks
              * from threads that are gone) sets its heap up for that; not one whose heap is
              * being or has been torn down (hooked is 0 then, and exiting 1 after): a heap set
              * up by a late destructor's free would outlive the thread's last teardown. */
             if (!h->owner && !h->exiting) hk_heap_init(h);
             if (h->hooked && s->cls < HK_NSMALL) {
-                hk_batch_add(h, NULL, p, s->bsize);
+                hk_orphan_batch_add(h, p, s->bsize);
                 return;
             }
             if (hk_orphan_free(s, p)) return;
@@ -698,7 +721,7 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
         unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
         if (HK_UNLIKELY(c == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
             /* A block start of a slab that went back to the pool empty: freed already. */
-            int twice = c == HK_CLS_NONE && s->state == HK_SLOT_EMPTY &&
+            int twice = c == HK_CLS_NONE && hk_pool_has_free_slab(s) &&
                         hk_slab_block_index(s, a) >= 0;
             hk_report(op, p, twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
             return;
@@ -816,7 +839,7 @@ void *hk_heap_refill(unsigned c) {
     }
     hk_heap_enter(h);
     if (hk_owner_pending(h->owner)) hk_heap_drain(h);
-    if (h->batch_mask) hk_batch_flush_all(h);
+    if (h->batch_mask || h->orphan_batch) hk_batch_flush_all(h);
     if (h->tick_countdown-- == 0) {
         uint64_t now = hk_now_ms();
         h->tick_countdown = HK_TICK_REFILLS;

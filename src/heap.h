@@ -86,9 +86,14 @@ struct hk_owned {
 #define HK_BATCH_BLOCKS 32
 #define HK_BATCH_BYTES (64u * 1024)
 
+/* Blocks of orphans (slabs whose owner exited) wait in a batch of their own, as one list:
+ * it goes when it holds HK_ORPHAN_BATCH_BLOCKS blocks or HK_ORPHAN_BATCH_BYTES bytes, and
+ * with the others. orphan.c sorts it by lock stripe in one walk and takes each stripe once. */
+#define HK_ORPHAN_BATCH_BLOCKS 32
+#define HK_ORPHAN_BATCH_BYTES (64u * 1024)
+
 struct hk_batch {
-    struct hk_owner *to; /* the owner of every block here (at the time of its free); NULL:
-                          * blocks of orphans */
+    struct hk_owner *to; /* the owner of every block here (at the time of its free) */
     void *head[HK_LANES], *tail[HK_LANES]; /* the blocks dealt out to the inbox's lanes, linked
                                             * and marked free, for hk_owner_push_list */
     uint32_t n, bytes;
@@ -128,6 +133,8 @@ struct hk_heap {
     uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
+    void *orphan_batch;                   /* orphans' blocks on their way, linked, marked free */
+    uint32_t orphan_n, orphan_bytes;
 };
 
 extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;

@@ -4,15 +4,20 @@
 
 #include "block.h"
 #include "clock.h"
+#include "lock.h"
 #include "pool.h"
 #include "report.h"
 #include "stats.h"
 #include "trace.h"
 
-static pthread_mutex_t hk_orphan_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* The lists of class c are guarded by stripe c % HK_LOCK_STRIPES: threads that exit, adopt
+ * and free into orphans of different classes do not wait for each other. */
+static struct hk_lock hk_orphan_locks[HK_LOCK_STRIPES] = HK_LOCK_STRIPES_INIT;
 
-static void hk_orphan_lock(void) {
-    HK_LOCK_COUNTED(&hk_orphan_mutex, orphan_lock, orphan_lock_waited);
+static struct hk_lock *hk_orphan_lock(unsigned c) { return &hk_orphan_locks[c % HK_LOCK_STRIPES]; }
+/* The stripe of slab s, which holds a live block: its class cannot change meanwhile. */
+static unsigned hk_orphan_stripe(const struct hk_slab *s) {
+    return __atomic_load_n(&s->cls, __ATOMIC_RELAXED) % HK_LOCK_STRIPES;
 }
 static struct hk_slab *hk_orphan_partial[HK_NCLASS]; /* orphans with free blocks */
 static struct hk_slab *hk_orphan_full[HK_NCLASS];    /* orphans without */
@@ -34,7 +39,7 @@ static void hk_orphan_partial_unlink(struct hk_slab *s) {
 void hk_orphan_abandon(struct hk_slab *s) {
     HK_ASSERT(s->used > 0);
     HK_STAT_INC(slab_abandon);
-    hk_orphan_lock();
+    hk_lock(hk_orphan_lock(s->cls));
     /* seq_cst store: a remote pusher that still sees the old owner pushes into the owner's
      * inbox, which the exiting owner drains after this (see hk_heap_teardown). */
     atomic_store(&s->owner, NULL);
@@ -44,14 +49,14 @@ void hk_orphan_abandon(struct hk_slab *s) {
         s->list = HK_LIST_ORPHAN_FULL;
         hk_slab_list_push(&hk_orphan_full[s->cls], s);
     }
-    pthread_mutex_unlock(&hk_orphan_mutex);
+    hk_unlock(hk_orphan_lock(s->cls));
 }
 
 struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     struct hk_slab *s;
     /* A stale zero only means this refill takes a fresh slab instead. */
     if (atomic_load_explicit(&hk_orphan_avail[c], memory_order_relaxed) == 0) return NULL;
-    hk_orphan_lock();
+    hk_lock(hk_orphan_lock(c));
     if ((s = hk_orphan_partial[c]) != NULL) {
         hk_orphan_partial_unlink(s);
         s->list = HK_LIST_NONE;
@@ -61,7 +66,7 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
             hk_trace(HK_T_THREAD, "adopt (an exited thread's slab)", "class_size", s->bsize,
                      "live", s->used, NULL, 0);
     }
-    pthread_mutex_unlock(&hk_orphan_mutex);
+    hk_unlock(hk_orphan_lock(c));
     return s;
 }
 
@@ -101,27 +106,54 @@ static void hk_orphan_release(struct hk_slab *emptied) {
 
 int hk_orphan_free(struct hk_slab *s, void *p) {
     struct hk_slab *emptied = NULL;
-    hk_orphan_lock();
-    int done = hk_orphan_free_locked(s, p, 0, &emptied);
-    pthread_mutex_unlock(&hk_orphan_mutex);
+    /* The class of an orphan does not change while it is one; a slab adopted and given back
+     * meanwhile has an owner or another class by the time the lock is held, and
+     * hk_orphan_free_locked sees the owner, or the class check below sends the block on. */
+    unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
+    if (c == HK_CLS_NONE) return 0;
+    hk_lock(hk_orphan_lock(c));
+    int done = __atomic_load_n(&s->cls, __ATOMIC_RELAXED) == c &&
+               hk_orphan_free_locked(s, p, 0, &emptied);
+    hk_unlock(hk_orphan_lock(c));
     hk_orphan_release(emptied);
     return done;
 }
 
 void *hk_orphan_free_list(void *b) {
     struct hk_slab *emptied = NULL;
-    void *owned = NULL;
-    hk_orphan_lock();
+    void *owned = NULL, *by[HK_LOCK_STRIPES] = {NULL};
+    unsigned mask = 0;
+    /* Sorted by stripe in one walk, then each stripe taken once. */
     while (b) {
         void *next = hk_link_get(b);
-        if (!hk_orphan_free_locked(hk_slab_of((uintptr_t)b), b, 1, &emptied))
-            hk_block_push(&owned, b);
+        unsigned st = hk_orphan_stripe(hk_slab_of((uintptr_t)b));
+        hk_link_set(b, by[st]);
+        by[st] = b;
+        mask |= 1u << st;
         b = next;
     }
-    pthread_mutex_unlock(&hk_orphan_mutex);
+    for (; mask; mask &= mask - 1) {
+        struct hk_lock *l = &hk_orphan_locks[__builtin_ctz(mask)];
+        hk_lock(l);
+        for (b = by[__builtin_ctz(mask)]; b;) {
+            void *next = hk_link_get(b);
+            if (!hk_orphan_free_locked(hk_slab_of((uintptr_t)b), b, 1, &emptied))
+                hk_block_push(&owned, b);
+            b = next;
+        }
+        hk_unlock(l);
+    }
     hk_orphan_release(emptied);
     return owned;
 }
 
-void hk_orphan_lock_all(void) { pthread_mutex_lock(&hk_orphan_mutex); }
-void hk_orphan_unlock_all(void) { pthread_mutex_unlock(&hk_orphan_mutex); }
+void hk_orphan_locks_add(size_t *taken, size_t *waited) {
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) hk_lock_add(&hk_orphan_locks[i], taken, waited);
+}
+
+void hk_orphan_lock_all(void) {
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_lock(&hk_orphan_locks[i].m);
+}
+void hk_orphan_unlock_all(void) {
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_unlock(&hk_orphan_locks[i].m);
+}

@@ -1,10 +1,11 @@
 /* Orphaned slabs: slabs whose owner thread exited while some of their blocks were still live.
  *
  * They wait here, per class, until their last block is freed (then they go back to the pool)
- * or another thread's refill adopts one that has free blocks. While a slab is an orphan its
- * owner is NULL and frees to it take the orphan lock (a thread with a heap batches them, heap.h,
- * and takes the lock once a batch); adoption sets the owner under the same
- * lock, so a free either lands before the adoption or sees the new owner. */
+ * or another thread's refill adopts one that has free blocks. The lists of a class are
+ * guarded by its lock stripe (lock.h). While a slab is an orphan its owner is NULL and frees
+ * to it take its class's stripe (a thread with a heap batches them, heap.h, and takes a stripe
+ * once a batch); adoption sets the owner under the same stripe, so a free either lands before
+ * the adoption or sees the new owner. */
 #ifndef HK_ORPHAN_H
 #define HK_ORPHAN_H
 
@@ -22,6 +23,9 @@ int hk_orphan_free(struct hk_slab *s, void *b) HK_INTERNAL;
  * caller) under one acquisition of the lock; returns, as a list, those whose slab has an
  * owner by now, to be freed to it. */
 void *hk_orphan_free_list(void *b) HK_INTERNAL;
+
+/* Adds the acquisitions of the orphans' locks, and those that waited, to the counts. */
+void hk_orphan_locks_add(size_t *taken, size_t *waited) HK_INTERNAL;
 
 void hk_orphan_lock_all(void) HK_INTERNAL;
 void hk_orphan_unlock_all(void) HK_INTERNAL;

@@ -4,6 +4,7 @@
 
 #include "../include/hakmem.h"
 #include "clock.h"
+#include "lock.h"
 #include "os.h"
 #include "policy.h"
 #include "stats.h"
@@ -109,6 +110,121 @@ static void hk_empty_remove(struct hk_slab *s) {
     hk_empty_bytes -= hk_slab_bytes(s);
 }
 
+/* --- the front: EMPTY slabs per class, under the class's lock stripe ---------------------- */
+
+/* A slab given back while its SuperSlab keeps other ACTIVE slots waits first in the front of
+ * its class: a short list under the class's lock stripe (lock.h), so that threads giving back
+ * and taking slabs (waves of one class, a producer's spans emptied by consumers) do not all
+ * meet on the pool's mutex. Its slots stay ACTIVE, so its SuperSlab is neither cached nor unmapped under it and
+ * stage 2 of other classes does not see it; the reports and the budget count it as EMPTY. The
+ * tick moves the slabs idle for the purge delay into the pool proper, where they are purged
+ * (all of them while the EMPTY bytes exceed the budget), and an acquire about to reach stage 3
+ * moves them all first: no SuperSlab is mapped while free slots wait in a front. */
+struct hk_front {
+    struct hk_slab *head, *tail; /* newest first, linked by next/prev */
+    _Atomic uint32_t n;          /* slabs listed; read without the lock as a hint */
+    _Atomic uint64_t hits, puts; /* slabs taken from and given to the front (under the lock) */
+} __attribute__((aligned(64)));
+
+static struct hk_front hk_front[HK_NCLASS];
+static struct hk_lock hk_front_locks[HK_LOCK_STRIPES] = HK_LOCK_STRIPES_INIT;
+
+static struct hk_lock *hk_front_lock(unsigned c) { return &hk_front_locks[c % HK_LOCK_STRIPES]; }
+
+/* Slabs a front may hold: a 64th of the pool's budget (so that all of them together stay
+ * within it), at most 1 MiB. None under cgroup pressure, which takes the budget to 0. */
+static uint32_t hk_front_cap(unsigned c) {
+    size_t bytes = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed) / 64;
+    if (bytes > ((size_t)1 << 20)) bytes = (size_t)1 << 20;
+    return (uint32_t)(bytes / ((size_t)hk_class_slots[c] << HK_SLAB_SHIFT));
+}
+
+static void hk_stat_bump(_Atomic uint64_t *v) {
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Lists slab s (no live block, no owner) in its class's front: 1, or 0 when the front is full
+ * or s's SuperSlab has fewer than a quarter of its slots ACTIVE besides s. Such a SuperSlab is
+ * on its way to the cache, which the pool proper fills, and its free slots are better offered
+ * to every class than kept for one. */
+static int hk_front_put(struct hk_slab *s, uint64_t idle_since) {
+    unsigned c = s->cls;
+    struct hk_front *f = &hk_front[c];
+    uint32_t cap = hk_front_cap(c);
+    if (atomic_load_explicit(&f->n, memory_order_relaxed) >= cap ||
+        __atomic_load_n(&hk_ss_of((uintptr_t)s)->nactive, __ATOMIC_RELAXED) <
+            s->nslots + HK_SLABS / 4)
+        return 0;
+    hk_lock(hk_front_lock(c));
+    uint32_t n = atomic_load_explicit(&f->n, memory_order_relaxed);
+    if (n >= cap) {
+        hk_unlock(hk_front_lock(c));
+        return 0;
+    }
+    __atomic_store_n(&s->cls, HK_CLS_NONE, __ATOMIC_RELEASE);
+    s->free = NULL;
+    s->list = HK_LIST_POOL_FRONT;
+    s->idle_since = idle_since;
+    hk_slab_list_push(&f->head, s);
+    if (!f->tail) f->tail = s;
+    atomic_store_explicit(&f->n, n + 1, memory_order_relaxed);
+    hk_stat_bump(&f->puts);
+    hk_unlock(hk_front_lock(c));
+    return 1;
+}
+
+/* The newest slab of class c's front, formatted for c; NULL when the front is empty. */
+static struct hk_slab *hk_front_take(unsigned c) {
+    struct hk_front *f = &hk_front[c];
+    if (atomic_load_explicit(&f->n, memory_order_relaxed) == 0) return NULL;
+    hk_lock(hk_front_lock(c));
+    struct hk_slab *s = f->head;
+    if (s) {
+        if (f->tail == s) f->tail = NULL;
+        hk_slab_list_unlink(&f->head, s);
+        atomic_store_explicit(&f->n, atomic_load_explicit(&f->n, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        hk_stat_bump(&f->hits);
+    }
+    hk_unlock(hk_front_lock(c));
+    if (!s) return NULL;
+    s->list = HK_LIST_NONE;
+    hk_slab_format(s, c);
+    return s;
+}
+
+/* Takes out of class c's front, oldest first, the slabs idle since before `older` (all of them
+ * with older 0), and adds them to *out, linked by next. Returns how many. */
+static unsigned hk_front_detach(unsigned c, uint64_t older, struct hk_slab **out) {
+    struct hk_front *f = &hk_front[c];
+    unsigned k = 0;
+    if (atomic_load_explicit(&f->n, memory_order_relaxed) == 0) return 0;
+    hk_lock(hk_front_lock(c));
+    struct hk_slab *s;
+    while ((s = f->tail) != NULL && (older == 0 || s->idle_since < older)) {
+        f->tail = s->prev;
+        hk_slab_list_unlink(&f->head, s);
+        s->next = *out;
+        *out = s;
+        k++;
+    }
+    atomic_store_explicit(&f->n, atomic_load_explicit(&f->n, memory_order_relaxed) - k,
+                          memory_order_relaxed);
+    hk_unlock(hk_front_lock(c));
+    return k;
+}
+
+/* Slabs and slots in all fronts now (a snapshot: each front read on its own). */
+static void hk_front_count(size_t *slabs, size_t *slots) {
+    *slabs = *slots = 0;
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        uint32_t n = atomic_load_explicit(&hk_front[c].n, memory_order_relaxed);
+        *slabs += n;
+        *slots += (size_t)n * hk_class_slots[c];
+    }
+}
+
 /* --- acquire -------------------------------------------------------------------------------- */
 
 /* The EMPTY slots of ss, as a mask like avail. */
@@ -168,7 +284,7 @@ static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned
     struct hk_slab *s = &ss->slabs[i];
     hk_mark(ss, i, k, HK_SLOT_ACTIVE, i);
     ss->avail &= ~hk_run_mask(i, k);
-    ss->nactive += k;
+    __atomic_store_n(&ss->nactive, ss->nactive + k, __ATOMIC_RELAXED);
     hk_nactive_slots += k;
     s->nslots = (uint8_t)k;
     s->list = HK_LIST_NONE;
@@ -186,12 +302,18 @@ static struct hk_slab *hk_pool_traced(struct hk_slab *s, unsigned c, const char 
     return s;
 }
 
+/* Moves every front's slabs into the pool proper; returns how many. */
+static unsigned hk_front_drain_all(uint64_t now);
+
 struct hk_slab *hk_pool_acquire(unsigned c) {
     unsigned k = hk_class_slots[c];
     uint64_t now = hk_now_ms();
     struct hk_slab *s;
     struct hk_superslab *ss;
-    int i;
+    int i, drained = 0;
+    if ((s = hk_front_take(c)) != NULL)
+        return hk_pool_traced(s, c, "acquire stage 1 (an EMPTY slab of the class, its front)");
+again:
     hk_pool_lock();
     if ((s = hk_empty[c]) != NULL) {
         HK_ASSERT(s->nslots == k);
@@ -220,6 +342,13 @@ struct hk_slab *hk_pool_acquire(unsigned c) {
         s = hk_activate(ss, (unsigned)i, k, c, now);
         pthread_mutex_unlock(&hk_pool_mutex);
         return hk_pool_traced(s, c, "acquire stage 2 (free slots of a SuperSlab in use)");
+    }
+    /* Free slots wait in fronts: the pool proper takes them before it reaches stage 3. */
+    if (!drained) {
+        pthread_mutex_unlock(&hk_pool_mutex);
+        drained = 1;
+        if (hk_front_drain_all(now)) goto again;
+        hk_pool_lock();
     }
     /* Stage 3: a SuperSlab with no ACTIVE slot (one still purging some may lack the run). */
     for (ss = hk_cache_head; ss; ss = ss->next) {
@@ -252,7 +381,9 @@ static size_t hk_pool_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
     unsigned share = atomic_load_explicit(&hk_pol.pool_share, memory_order_relaxed);
-    size_t active = hk_nactive_slots * HK_SLAB_SIZE;
+    size_t fslabs, fslots;
+    hk_front_count(&fslabs, &fslots);
+    size_t active = (hk_nactive_slots - fslots) * HK_SLAB_SIZE;
     size_t reuse = (size_t)(hk_reuse_bytes - hk_reuse_mark);
     if (share && active * share > budget) budget = active * share;
     return share && reuse > budget ? reuse : budget;
@@ -271,39 +402,88 @@ static size_t hk_cache_max(size_t budget) {
  * to that, the next tick (within 10 ms) trims to the budget, by when reuse in the same window
  * has had a chance to raise it. */
 static int hk_pool_over(void) {
-    size_t budget = hk_pool_budget();
+    size_t budget = hk_pool_budget(), fslabs, fslots;
+    hk_front_count(&fslabs, &fslots);
     budget += budget / 4;
-    return hk_empty_bytes > budget || hk_ncache > hk_cache_max(budget);
+    return hk_empty_bytes + (fslots << HK_SLAB_SHIFT) > budget ||
+           hk_ncache > hk_cache_max(budget);
 }
 
-void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
+/* Under the lock: makes slab s (no live block, no owner, not in a front) EMPTY, idle since
+ * idle_since. A slab from a front was counted as released when it went there. */
+static void hk_pool_release_locked(struct hk_slab *s, uint64_t idle_since, uint64_t now,
+                                   int from_front) {
     struct hk_superslab *ss = hk_ss_of((uintptr_t)s);
     unsigned i = hk_slab_index(s), k = s->nslots;
-    uint64_t now = hk_now_ms();
-    HK_ASSERT(s->state == HK_SLOT_ACTIVE && s->used == 0);
-    HK_STAT_INC(slab_release);
-    if (HK_TRACING(HK_T_POOL))
-        hk_trace(HK_T_POOL, "release (an empty slab goes to the pool)", "class_size", s->bsize,
-                 "slots", k, "slab@", (uintptr_t)hk_slab_base(s));
-    hk_pool_lock();
     __atomic_store_n(&s->cls, HK_CLS_NONE, __ATOMIC_RELEASE);
     s->free = NULL;
-    hk_released[s->last_cls]++;
+    if (!from_front) hk_released[s->last_cls]++;
     hk_mark(ss, i, k, HK_SLOT_EMPTY, i);
     ss->avail |= hk_run_mask(i, k);
-    ss->nactive -= k;
+    __atomic_store_n(&ss->nactive, ss->nactive - k, __ATOMIC_RELAXED);
     hk_nactive_slots -= k;
     hk_empty_insert(s, idle_since < now ? idle_since : now);
     hk_ss_relist(ss, now);
+}
+
+void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
+    uint64_t now = hk_now_ms();
+    HK_ASSERT(s->state == HK_SLOT_ACTIVE && s->used == 0);
+    if (HK_TRACING(HK_T_POOL))
+        hk_trace(HK_T_POOL, "release (an empty slab goes to the pool)", "class_size", s->bsize,
+                 "slots", s->nslots, "slab@", (uintptr_t)hk_slab_base(s));
+    /* The front counts its own releases: no process-wide counter on that path. */
+    if (hk_front_put(s, idle_since < now ? idle_since : now)) return;
+    HK_STAT_INC(slab_release);
+    hk_pool_lock();
+    hk_pool_release_locked(s, idle_since, now, 0);
     int over = hk_pool_over();
     pthread_mutex_unlock(&hk_pool_mutex);
     if (over) hk_pool_decay(now, 0);
 }
 
+/* Moves the slabs of list l (linked by next, taken out of fronts) into the pool proper. */
+static void hk_front_to_pool(struct hk_slab *l, uint64_t now) {
+    if (!l) return;
+    hk_pool_lock();
+    while (l) {
+        struct hk_slab *next = l->next;
+        l->list = HK_LIST_NONE;
+        hk_pool_release_locked(l, l->idle_since, now, 1);
+        l = next;
+    }
+    pthread_mutex_unlock(&hk_pool_mutex);
+}
+
+static unsigned hk_front_drain_all(uint64_t now) {
+    struct hk_slab *l = NULL;
+    unsigned n = 0;
+    for (unsigned c = 0; c < HK_NCLASS; c++) n += hk_front_detach(c, 0, &l);
+    hk_front_to_pool(l, now);
+    return n;
+}
+
 #define HK_DECAY_BATCH 32
+
+/* Moves front slabs into the pool proper: all of them with force or while the EMPTY bytes
+ * (fronts included) exceed the budget, else those idle for the purge delay. */
+static void hk_front_decay(uint64_t now, int force) {
+    size_t slabs, slots;
+    hk_front_count(&slabs, &slots);
+    if (slabs == 0) return;
+    uint64_t delay = hk_pol_purge_delay();
+    hk_pool_lock();
+    int over = hk_empty_bytes + (slots << HK_SLAB_SHIFT) > hk_pool_budget();
+    pthread_mutex_unlock(&hk_pool_mutex);
+    uint64_t older = force || over ? 0 : now > delay ? now - delay + 1 : 1;
+    struct hk_slab *l = NULL;
+    for (unsigned c = 0; c < HK_NCLASS; c++) hk_front_detach(c, older, &l);
+    hk_front_to_pool(l, now);
+}
 
 size_t hk_pool_decay(uint64_t now, int force) {
     size_t released = 0;
+    hk_front_decay(now, force);
     for (;;) {
         struct hk_slab *purge[HK_DECAY_BATCH];
         struct hk_superslab *unmap[HK_DECAY_BATCH];
@@ -386,32 +566,49 @@ size_t hk_pool_decay(uint64_t now, int force) {
 void hk_pool_demand(struct hk_pool_demand *out) {
     hk_pool_lock();
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-        out->acquire[c] = hk_acquired[c];
-        out->release[c] = hk_released[c];
+        out->acquire[c] = hk_acquired[c] + atomic_load_explicit(&hk_front[c].hits, memory_order_relaxed);
+        out->release[c] = hk_released[c] + atomic_load_explicit(&hk_front[c].puts, memory_order_relaxed);
     }
     out->reuse_bytes = hk_reuse_bytes;
     hk_reuse_mark = hk_reuse_bytes;
     out->refault_bytes = hk_refault_bytes;
-    out->empty_bytes = hk_empty_bytes;
-    out->active_bytes = hk_nactive_slots * HK_SLAB_SIZE;
+    size_t fslabs, fslots;
+    hk_front_count(&fslabs, &fslots);
+    out->empty_bytes = hk_empty_bytes + (fslots << HK_SLAB_SHIFT);
+    out->active_bytes = (hk_nactive_slots - fslots) * HK_SLAB_SIZE;
     pthread_mutex_unlock(&hk_pool_mutex);
 }
 
 void hk_pool_stats(struct hak_stats *out) {
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        out->acquire_stage1 += atomic_load_explicit(&hk_front[c].hits, memory_order_relaxed);
+        out->slab_release += atomic_load_explicit(&hk_front[c].puts, memory_order_relaxed);
+    }
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++)
+        hk_lock_add(&hk_front_locks[i], &out->pool_class_lock, &out->pool_class_lock_waited);
     hk_pool_lock();
+    size_t fslabs, fslots;
+    hk_front_count(&fslabs, &fslots);
     out->superslabs_now = hk_nss;
     out->superslabs_cached_now = hk_ncache;
-    out->slabs_active_now = hk_nactive_slots;
-    out->pool_empty_bytes_now = hk_empty_bytes;
+    out->slabs_active_now = hk_nactive_slots - fslots;
+    out->pool_empty_bytes_now = hk_empty_bytes + (fslots << HK_SLAB_SHIFT);
     out->pool_purged_bytes = hk_purged_bytes;
     out->mapped_bytes_now += hk_nss * HK_SS_SIZE;
     for (unsigned c = 0; c < HK_NCLASS && c < HAK_STATS_NCLASS; c++) {
-        size_t n = 0;
+        size_t n = atomic_load_explicit(&hk_front[c].n, memory_order_relaxed);
         for (struct hk_slab *s = hk_empty[c]; s; s = s->next) n++;
         out->class_slabs_empty[c] = n;
     }
     pthread_mutex_unlock(&hk_pool_mutex);
 }
 
-void hk_pool_lock_all(void) { pthread_mutex_lock(&hk_pool_mutex); }
-void hk_pool_unlock_all(void) { pthread_mutex_unlock(&hk_pool_mutex); }
+/* No path holds a front's lock and the pool's together, so any order will do. */
+void hk_pool_lock_all(void) {
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_lock(&hk_front_locks[i].m);
+    pthread_mutex_lock(&hk_pool_mutex);
+}
+void hk_pool_unlock_all(void) {
+    pthread_mutex_unlock(&hk_pool_mutex);
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_unlock(&hk_front_locks[i].m);
+}

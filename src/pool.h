@@ -2,7 +2,8 @@
  *
  * A thread heap that needs a slab of class c (one slot, or a span of several) acquires one
  * here, in stages:
- *   stage 1  an EMPTY slab that last served class c (its pages are warm, its length right)
+ *   stage 1  an EMPTY slab that last served class c (its pages are warm, its length right):
+ *            from the class's front first, then from the pool proper
  *   stage 2  a run of free slots (UNUSED, or EMPTY of other classes) in a SuperSlab in use
  *   stage 3  a whole free SuperSlab: from the cache first, then a new mapping
  * so new memory is mapped only when no free run exists anywhere (DESIGN invariant 2).
@@ -15,8 +16,11 @@
  *   - a SuperSlab with no ACTIVE slot waits in the cache, newest first, and is unmapped after
  *     the unmap delay, or at once beyond the cache's size.
  * The delays, the budget and the cache size come from the policy (policy.h). One mutex
- * guards the pool; it is taken on slab acquire and release, never per block, and released
- * around the system calls. */
+ * guards the pool proper, never taken per block and released around the system calls. In
+ * front of it, each class keeps a few EMPTY slabs under its lock stripe (lock.h): a slab given
+ * back while its SuperSlab is busy waits there and serves the class's next acquire, so that
+ * slab traffic of a steady program takes no process-wide lock (pool.c says when they move on
+ * to the pool proper). */
 #ifndef HK_POOL_H
 #define HK_POOL_H
 
@@ -43,6 +47,12 @@ struct hk_pool_demand {
     size_t active_bytes;           /* ACTIVE slot bytes now */
 };
 void hk_pool_demand(struct hk_pool_demand *out) HK_INTERNAL;
+
+/* Whether slab s is in the pool with no live block (EMPTY, or in its class's front): a block
+ * freed into it was freed already. Read racily, on the misuse path only. */
+static inline int hk_pool_has_free_slab(const struct hk_slab *s) {
+    return s->state == HK_SLOT_EMPTY || s->list == HK_LIST_POOL_FRONT;
+}
 
 struct hak_stats;
 void hk_pool_stats(struct hak_stats *out) HK_INTERNAL;

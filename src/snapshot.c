@@ -13,6 +13,7 @@
 #include "config.h"
 #include "init.h"
 #include "large.h"
+#include "orphan.h"
 #include "policy.h"
 #include "pool.h"
 #include "stats.h"
@@ -41,8 +42,6 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(pool_lock_waited);
     HK_LOAD(large_lock);
     HK_LOAD(large_lock_waited);
-    HK_LOAD(orphan_lock);
-    HK_LOAD(orphan_lock_waited);
     HK_LOAD(threads_started);
     HK_LOAD(threads_exited);
     HK_LOAD(os_mremap_bytes);
@@ -50,6 +49,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     out->superslabs_unmapped = atomic_load_explicit(&hk_ctr.ss_unmapped, memory_order_relaxed);
     hk_pool_stats(out);
     hk_large_stats(out);
+    hk_orphan_locks_add(&out->orphan_lock, &out->orphan_lock_waited);
     struct hk_pool_demand d;
     hk_pool_demand(&d);
     out->purge_delay_ms = hk_pol_purge_delay();
@@ -91,6 +91,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(large_realloc_in_place) X(large_realloc_mremap) X(purge_delay_ms) X(unmap_delay_ms)      \
     X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
     X(os_madvise_bytes) X(os_mremap_bytes) X(pool_lock) X(pool_lock_waited)                   \
+    X(pool_class_lock) X(pool_class_lock_waited)                                               \
     X(large_lock) X(large_lock_waited) X(orphan_lock) X(orphan_lock_waited)                    \
     X(threads_started) X(threads_exited)                                                       \
     X(counted) X(large_allocs) X(large_frees)
@@ -157,7 +158,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
            "  os bytes: mmap %zu, munmap %zu, madvise %zu, mremap %zu; threads %zu started, %zu "
            "exited\n"
-           "  locks (acquisitions, waited): pool %zu, %zu; large %zu, %zu; orphans %zu, %zu\n",
+           "  locks (acquisitions, waited): pool %zu, %zu; pool by class %zu, %zu; large %zu, %zu; "
+           "orphans by class %zu, %zu\n",
            (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
            s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
            s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
@@ -169,7 +171,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
            s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
            s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->threads_started,
-           s->threads_exited, s->pool_lock, s->pool_lock_waited, s->large_lock,
+           s->threads_exited, s->pool_lock, s->pool_lock_waited, s->pool_class_lock,
+           s->pool_class_lock_waited, s->large_lock,
            s->large_lock_waited, s->orphan_lock, s->orphan_lock_waited);
     if (s->counted)
         hk_out(buf, size, &n, "  large blocks: %zu allocated, %zu freed\n", s->large_allocs,

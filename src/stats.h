@@ -19,7 +19,6 @@ struct hk_counters {
     _Atomic size_t ss_unmapped;
     _Atomic size_t pool_lock, pool_lock_waited; /* pool mutex acquisitions, and those that waited */
     _Atomic size_t large_lock, large_lock_waited;   /* the same for the large tier's mutex */
-    _Atomic size_t orphan_lock, orphan_lock_waited; /* and for the orphans' */
     _Atomic size_t threads_started, threads_exited;
     _Atomic size_t os_mremap_bytes;
     _Atomic size_t inbox_helps; /* idle threads' inboxes applied by other threads */

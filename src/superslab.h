@@ -44,6 +44,7 @@ enum {
     HK_LIST_ORPHAN_PARTIAL, /* abandoned by an exited thread, has free blocks */
     HK_LIST_ORPHAN_FULL,    /* abandoned, no free blocks */
     HK_LIST_POOL_EMPTY,     /* EMPTY slab on the pool's per-class list */
+    HK_LIST_POOL_FRONT,     /* no live block, in the pool's front for its class (pool.c) */
 };
 
 struct hk_owner;
@@ -75,7 +76,7 @@ struct hk_slab {
     uint8_t list;      /* HK_LIST_* */
     uint8_t pad2[3];
     uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
-    void *free;        /* local free list, touched only by the owner (or under the orphan lock) */
+    void *free;        /* local free list, touched only by the owner (or under its orphan lock stripe) */
     struct hk_slab *next, *prev;      /* links of the list named by `list` */
     /* Mid spans (at most 16 blocks): the size asked for with each block handed out, in units
      * of 64 bytes, rounded up (0: not known). realloc copies that much, not the whole block,
@@ -86,7 +87,7 @@ struct hk_slab {
 struct hk_superslab {
     uint64_t magic;
     struct hk_superslab *next, *prev; /* pool list: partial or cache */
-    uint32_t nactive;                 /* ACTIVE slots */
+    uint32_t nactive;                 /* ACTIVE slots (read without the pool lock as a hint) */
     uint32_t avail;                   /* bit i: slot i is UNUSED or EMPTY (can be taken) */
     uint32_t npurging;                /* slots being released right now */
     uint8_t in_list;                  /* HK_SSL_* (pool.c) */

@@ -46,10 +46,12 @@ for size in (224, 1536, 57344):  # the classes of 200, 1500 and 50000 bytes
     assert d == {'allocs': 4 * n, 'frees': 3 * n, 'remote_frees': 2 * n, 'live': n}, (size, d)
 assert b['large_allocs'] == 8 and b['large_frees'] == 4, (b['large_allocs'], b['large_frees'])
 assert b['threads_started'] >= 5 and b['threads_exited'] >= 4
-# Every global lock is counted: the large tier's (8 blocks and more), the orphans' (4 threads
-# exited holding blocks), and none waited more often than it was taken.
+# Every lock is counted: the large tier's (8 blocks and more), the orphans' stripes (4 threads
+# exited holding blocks), the pool's mutex and its front stripes (slabs came and went), and
+# none waited more often than it was taken.
 assert b['large_lock'] >= 8 and b['orphan_lock'] >= 4, (b['large_lock'], b['orphan_lock'])
-for k in ('pool', 'large', 'orphan'):
+assert b['pool_lock'] >= 1 and b['pool_class_lock'] >= 1, (b['pool_lock'], b['pool_class_lock'])
+for k in ('pool', 'pool_class', 'large', 'orphan'):
     assert b[k + '_lock'] >= b[k + '_lock_waited'] >= 0, k
 P"
 

@@ -133,6 +133,34 @@ TEST(stage_counts_follow_the_script) {
 #undef DELTA
 }
 
+/* A slab that goes back and forth between a thread and the pool, in a SuperSlab busy with
+ * other slabs, passes through its class's front: the pool's mutex is not taken for it. With no
+ * soft cap each round gives two slabs back and takes them again. */
+TEST(slab_round_trips_take_no_global_lock) {
+    enum { KEEP = 12 * 32, PER = 16, ROUNDS = 50 }; /* 2 KiB blocks kept, 4 KiB ones moving */
+    static void *keep[KEEP];
+    void *q[3 * PER];
+    for (int i = 0; i < KEEP; i++) keep[i] = hak_malloc(2048);
+    for (int i = 0; i < 3 * PER; i++) q[i] = hak_malloc(4096);
+    for (int i = 0; i < 3 * PER; i++) hak_free(q[i]);
+    struct hak_stats a = stats();
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < 3 * PER; i++) q[i] = hak_malloc(4096);
+        for (int i = 0; i < 3 * PER; i++) hak_free(q[i]);
+    }
+    struct hak_stats b = stats();
+    CHECKF(b.acquire_stage1 - a.acquire_stage1 == 2 * ROUNDS &&
+               b.slab_release - a.slab_release == 2 * ROUNDS,
+           "stage 1 %zu, released %zu, expected %d", b.acquire_stage1 - a.acquire_stage1,
+           b.slab_release - a.slab_release, 2 * ROUNDS);
+    /* The stats call itself and a tick or two take the pool's mutex a few times. */
+    CHECKF(b.pool_lock - a.pool_lock < 10, "pool mutex taken %zu times in %d rounds",
+           b.pool_lock - a.pool_lock, ROUNDS);
+    CHECKF(b.pool_class_lock - a.pool_class_lock >= 4 * ROUNDS, "class locks taken %zu times",
+           b.pool_class_lock - a.pool_class_lock);
+    for (int i = 0; i < KEEP; i++) hak_free(keep[i]);
+}
+
 /* ============================================================================================ */
 /* fixed: the fixed policy (no ACE), a soft cap of 2, short delays. */
 
@@ -522,6 +550,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "stages")) {
         RUN(stages_config);
         RUN(stage_counts_follow_the_script);
+        RUN(slab_round_trips_take_no_global_lock);
     } else if (!strcmp(mode, "fixed")) {
         RUN(fixed_config);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);

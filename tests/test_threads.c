@@ -76,6 +76,57 @@ TEST(thread_exit_hands_over_its_waiting_batches) {
     for (int i = NB_SMALL; i < 2 * NB_SMALL; i++) hak_free(few[i]);
 }
 
+/* A thread frees blocks of an exited thread's slab (an orphan): they wait in its orphan
+ * batch. Meanwhile another thread adopts the slab. When the first thread exits, its batch
+ * finds the slab owned again, and the blocks must travel on to the new owner, not be left in
+ * the exiting thread's batches. */
+enum { OB_N = 20, OB_K = 10, OB_M = 8, OB_SIZE = 2560 }; /* 25 blocks of 2560 B to a slab */
+static void *ob_blocks[OB_N];
+static int ob_ready[2], ob_go[2];
+
+static void *ob_alloc_free_half_exit(void *arg) {
+    (void)arg;
+    for (int i = 0; i < OB_N; i++) ob_blocks[i] = hak_malloc(OB_SIZE);
+    for (int i = 0; i < OB_K; i++) hak_free(ob_blocks[i]); /* the slab keeps free blocks */
+    return NULL;
+}
+
+static void *ob_free_some_then_wait(void *arg) {
+    (void)arg;
+    for (int i = OB_K; i < OB_K + OB_M; i++) hak_free(ob_blocks[i]); /* fewer than a batch */
+    char c = 0;
+    if (write(ob_ready[1], &c, 1) != 1 || read(ob_go[0], &c, 1) != 1) return NULL;
+    return NULL; /* exit: the batch goes now */
+}
+
+TEST(orphan_blocks_adopted_meanwhile_reach_the_new_owner) {
+    CHECK(pipe(ob_ready) == 0 && pipe(ob_go) == 0);
+    pthread_t a, b;
+    pthread_create(&a, NULL, ob_alloc_free_half_exit, NULL);
+    pthread_join(a, NULL);
+    struct hk_slab *s = hk_slab_of((uintptr_t)ob_blocks[OB_K]);
+    CHECKF(hk_heap_slab_live(s) == OB_N - OB_K, "live %u", hk_heap_slab_live(s));
+    pthread_create(&b, NULL, ob_free_some_then_wait, NULL);
+    char c = 0;
+    CHECK(read(ob_ready[0], &c, 1) == 1);
+    /* This thread's first block of the class adopts the orphan, which has free blocks. */
+    struct hak_stats st0 = stats();
+    void *x = hak_malloc(OB_SIZE);
+    struct hak_stats st1 = stats();
+    CHECKF(hk_slab_of((uintptr_t)x) == s && st1.slab_adopt > st0.slab_adopt,
+           "adopted %zu", st1.slab_adopt - st0.slab_adopt);
+    CHECK(write(ob_go[1], &c, 1) == 1);
+    pthread_join(b, NULL);
+    /* A refill (of a class not used before) applies this thread's inbox. */
+    void *y = hak_malloc(24000);
+    CHECKF(hk_heap_slab_live(s) == OB_N - OB_K - OB_M + 1, "live %u, expected %d",
+           hk_heap_slab_live(s), OB_N - OB_K - OB_M + 1);
+    hak_free(y);
+    hak_free(x);
+    for (int i = OB_K + OB_M; i < OB_N; i++) hak_free(ob_blocks[i]);
+    close(ob_ready[0]), close(ob_ready[1]), close(ob_go[0]), close(ob_go[1]);
+}
+
 /* Whether hakmem can apply an idle owner's inbox here (heap.c: not under ThreadSanitizer). */
 static int membarrier_available(void) {
 #if defined(__SANITIZE_THREAD__)
@@ -357,6 +408,7 @@ int main(void) {
     TEST_MAIN_BEGIN("threads");
     RUN(remote_frees_are_reclaimed_by_owner);
     RUN(thread_exit_hands_over_its_waiting_batches);
+    RUN(orphan_blocks_adopted_meanwhile_reach_the_new_owner);
     RUN(remote_frees_into_a_blocked_owner_are_applied);
     RUN(classes_used_briefly_give_their_slabs_back);
     RUN(blocks_freed_here_are_reused_here);
