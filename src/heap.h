@@ -78,9 +78,12 @@ struct hk_owned {
     uint32_t dec;         /* what a free takes from slab->used: 0 into the cache, else 1 */
 };
 
-/* A stash (see "Reuse" above) holds HK_STASH_BYTES of a class's blocks, 1 to HK_STASH_MAX. */
-#define HK_STASH_BYTES 8192u
-#define HK_STASH_MAX 64u
+/* A stash (see "Reuse" above) holds HK_STASH_BYTES of a class's blocks, 1 to HK_STASH_MAX.
+ * 32 KiB rather than 8: on shared_swap with 16 threads (on 2 cores) a larger stash reused more
+ * remote frees where they were freed, 1.52e7 -> 1.81e7 ops/s, and the peak RSS fell from 66 to
+ * 58 MB, fewer blocks being in transit; 2-thread runs did not change. */
+#define HK_STASH_BYTES 32768u
+#define HK_STASH_MAX 255u
 
 /* Remote frees are collected per destination owner and handed over a batch at a time, with
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
