@@ -449,6 +449,17 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     hk_decay_tick(now);
 }
 
+/* Counts a slow-path event (a refill, or a free that sent a batch away) and runs the tick
+ * when one is due: a thread that only frees (a consumer) ticks too, so that its stashes and
+ * idle slabs go back in time. */
+static void hk_heap_maybe_tick(struct hk_heap *h) {
+    if (h->tick_countdown-- == 0) {
+        uint64_t now = hk_now_ms();
+        h->tick_countdown = HK_TICK_REFILLS;
+        if (now >= h->next_tick) hk_heap_tick(h, now);
+    }
+}
+
 /* Slab s, owned and not current, has just lost its last live block. */
 static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
     unsigned c = s->cls;
@@ -545,6 +556,7 @@ static uint32_t hk_free_again(struct hk_heap *h, void *l) {
  * each block is freed again, to whoever owns its slab now. */
 static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
     uint32_t n = b->n, back = 0;
+    h->flushed = 1;
     h->batch_mask &= ~(1u << (b - h->batch));
     b->n = b->bytes = 0;
     for (unsigned l = 0; l < HK_LANES; l++) {
@@ -578,7 +590,7 @@ static void hk_batch_flush_all(struct hk_heap *h) {
 }
 
 /* Adds block p (size bytes) of an orphan to h's orphan batch. */
-static void hk_orphan_batch_add(struct hk_heap *h, void *p, uint32_t size) {
+static HK_NOINLINE void hk_orphan_batch_add(struct hk_heap *h, void *p, uint32_t size) {
     hk_block_push(&h->orphan_batch, p);
     h->orphan_bytes += size;
     if (++h->orphan_n >= HK_ORPHAN_BATCH_BLOCKS || h->orphan_bytes >= HK_ORPHAN_BATCH_BYTES)
@@ -622,12 +634,16 @@ static void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
         } else if (o == h->owner) {
             hk_local_free(h, s, p);
             return;
-        } else if (s->cls < HK_NSMALL && h->hooked) {
-            /* Small blocks travel in batches. A mid block (32 KiB and more) goes alone, and so
-             * does every block of a thread whose exit would not flush its batches. */
-            hk_batch_add(h, o, p, s->bsize);
-            return;
         } else {
+            /* Small blocks travel in batches. A thread that frees before it allocates (a
+             * consumer) sets its heap up for that, as for orphans' blocks above. A mid block
+             * (32 KiB and more) goes alone, and so does every block of a thread whose exit
+             * would not flush its batches. */
+            if (!h->owner && !h->exiting) hk_heap_init(h);
+            if (s->cls < HK_NSMALL && h->hooked) {
+                hk_batch_add(h, o, p, s->bsize);
+                return;
+            }
             hk_mark_free(p);
             if (hk_owner_push_list(o, (unsigned)((uintptr_t)p >> 12) & (HK_LANES - 1), p, p)) {
                 hk_count_pushes(h, 1);
@@ -644,8 +660,10 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
 #ifndef HK_HARDENED
     unsigned c = s->cls;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    /* Only a thread that allocates the class (it has a current slab of it) reuses a stash:
+     * a consumer that only frees sends every block home. */
     if (c < HK_NSMALL && h->hooked && !h->no_stash && h == &hk_tls && o != NULL &&
-        o != h->owner && h->nstash[c] < hk_stash_max[c]) {
+        o != h->owner && h->nstash[c] < hk_stash_max[c] && h->cur[c] != NULL) {
         hk_block_push(&h->stash[c], p);
         h->nstash[c]++;
         return;
@@ -732,10 +750,14 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
         /* Here: another thread's slab, an orphan, a mid span, one of ours whose table entry
          * another slab took, or a block the fast path found marked free. */
         if (!hk_heap_may_free(s, p, op)) return;
-        if (HK_UNLIKELY(hk_counting))
-            hk_heap_count_free(h, c, !h->owner || atomic_load_explicit(&s->owner,
-                                                        memory_order_relaxed) != h->owner);
-        hk_free_dispatch(h, s, p);
+        struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+        if (HK_UNLIKELY(hk_counting)) hk_heap_count_free(h, c, !h->owner || o != h->owner);
+        /* One of this thread's slabs (its class and owner cannot change under it): freed
+         * here at once. Programs whose live small blocks span more slabs than the table has
+         * entries come here often (shared_swap with one thread: a third of its frees with
+         * 256 entries). */
+        if (o != NULL && o == h->owner) hk_local_free(h, s, p);
+        else hk_free_dispatch(h, s, p);
         return;
     }
     if (p == NULL) return;
@@ -760,37 +782,14 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
     hk_heap_leave(h);
 }
 
-/* Frees p if it is a valid block start of one of this thread's small slabs that the table
- * does not hold (another slab took its entry, or the slab is full): 1, else 0 for the general
- * path, which validates and reports. A program whose live blocks span more slabs than the
- * table has entries frees here often (shared_swap: one free in three), so this does what the
- * general path would, without its dispatch: an own slab's class and owner cannot change
- * under its owner. The counting and hardened builds take the general path. */
-static inline int hk_heap_free_own(struct hk_heap *h, void *p) {
-#ifdef HK_HARDENED
-    (void)h, (void)p;
-    return 0;
-#else
-    uintptr_t a = (uintptr_t)p;
-    if (HK_UNLIKELY(hk_counting) || !hk_is_superslab(a)) return 0;
-    struct hk_slab *s = hk_slab_of(a);
-    unsigned c = __atomic_load_n(&s->cls, __ATOMIC_RELAXED);
-    if (c >= HK_NSMALL || h->owner == NULL ||
-        atomic_load_explicit(&s->owner, memory_order_relaxed) != h->owner)
-        return 0;
-    uint32_t off = (uint32_t)(a - (uintptr_t)hk_slab_base(s));
-    if (off * h->block_div[c] > HK_BLOCK_START_MAX || off >= s->carved * s->bsize ||
-        hk_marked_free(p))
-        return 0;
-    hk_local_free(h, s, p);
-    return 1;
-#endif
-}
-
 void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
-    if (!hk_heap_free_own(h, p)) hk_heap_free_checked(h, p, op);
+    hk_heap_free_checked(h, p, op);
+    if (HK_UNLIKELY(h->flushed) && h->owner && !h->exiting) {
+        h->flushed = 0;
+        hk_heap_maybe_tick(h);
+    }
     hk_heap_leave(h);
 }
 
@@ -870,11 +869,7 @@ void *hk_heap_refill(unsigned c) {
     hk_heap_enter(h);
     if (hk_owner_pending(h->owner)) hk_heap_drain(h);
     if (h->batch_mask || h->orphan_batch) hk_batch_flush_all(h);
-    if (h->tick_countdown-- == 0) {
-        uint64_t now = hk_now_ms();
-        h->tick_countdown = HK_TICK_REFILLS;
-        if (now >= h->next_tick) hk_heap_tick(h, now);
-    }
+    hk_heap_maybe_tick(h);
     if (c < HK_NSMALL) {
         h->refilled |= (uint64_t)1 << c;
         if (!h->free[c] && h->stash[c]) { /* reused first: still in this core's cache */

@@ -66,8 +66,7 @@
 #define HK_OWNED 512
 
 /* One of the thread's small slabs (not full, not kept empty), in entry (base >> 16) %
- * HK_OWNED; a slab whose entry another took, or a full one, is freed to by the slow path,
- * whose first step serves exactly these (hk_heap_free_own). */
+ * HK_OWNED; a slab whose entry another took, or a full one, is freed to by the slow path. */
 struct hk_owned {
     uintptr_t base;       /* the slab's first byte */
     uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
@@ -125,7 +124,8 @@ struct hk_heap {
     void *seen_head[HK_NCLASS];
     uint32_t seen_used[HK_NCLASS];
     uint64_t quiet_since[HK_NCLASS];
-    unsigned tick_countdown;              /* refills until the clock is read again */
+    unsigned tick_countdown;              /* slow-path events until the clock is read again */
+    unsigned char flushed;                /* a free sent a batch away: count it for the tick */
 #ifdef HK_HARDENED
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif

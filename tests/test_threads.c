@@ -127,6 +127,42 @@ TEST(orphan_blocks_adopted_meanwhile_reach_the_new_owner) {
     close(ob_ready[0]), close(ob_ready[1]), close(ob_go[0]), close(ob_go[1]);
 }
 
+/* A thread that only frees (a consumer that never allocates) batches its remote frees too:
+ * fewer than a batch wait in it, and go at its exit. */
+enum { CB_N = 12 };
+static void *cb_blocks[CB_N];
+static int cb_ready[2], cb_go[2];
+
+static void *cb_free_then_wait(void *arg) {
+    (void)arg;
+    for (int i = 0; i < CB_N; i++) hak_free(cb_blocks[i]);
+    char c = 0;
+    if (write(cb_ready[1], &c, 1) != 1 || read(cb_go[0], &c, 1) != 1) return NULL;
+    return NULL;
+}
+
+TEST(a_thread_that_only_frees_batches_them) {
+    CHECK(pipe(cb_ready) == 0 && pipe(cb_go) == 0);
+    for (int i = 0; i < CB_N; i++) cb_blocks[i] = hak_malloc(176);
+    struct hk_slab *s = hk_slab_of((uintptr_t)cb_blocks[0]);
+    uint32_t before = hk_heap_slab_live(s);
+    pthread_t t;
+    pthread_create(&t, NULL, cb_free_then_wait, NULL);
+    char c = 0;
+    CHECK(read(cb_ready[0], &c, 1) == 1);
+    void *x = hak_malloc(5000); /* a refill (a class not used before): applies the inbox */
+    CHECKF(hk_heap_slab_live(s) == before, "live %u, %u before: the frees did not wait",
+           hk_heap_slab_live(s), before);
+    CHECK(write(cb_go[1], &c, 1) == 1);
+    pthread_join(t, NULL);
+    void *y = hak_malloc(6000); /* another one */
+    CHECKF(hk_heap_slab_live(s) == before - CB_N, "live %u, expected %u", hk_heap_slab_live(s),
+           before - CB_N);
+    hak_free(y);
+    hak_free(x);
+    close(cb_ready[0]), close(cb_ready[1]), close(cb_go[0]), close(cb_go[1]);
+}
+
 /* Whether hakmem can apply an idle owner's inbox here (heap.c: not under ThreadSanitizer). */
 static int membarrier_available(void) {
 #if defined(__SANITIZE_THREAD__)
@@ -409,6 +445,7 @@ int main(void) {
     RUN(remote_frees_are_reclaimed_by_owner);
     RUN(thread_exit_hands_over_its_waiting_batches);
     RUN(orphan_blocks_adopted_meanwhile_reach_the_new_owner);
+    RUN(a_thread_that_only_frees_batches_them);
     RUN(remote_frees_into_a_blocked_owner_are_applied);
     RUN(classes_used_briefly_give_their_slabs_back);
     RUN(blocks_freed_here_are_reused_here);
