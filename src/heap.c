@@ -615,16 +615,19 @@ static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_
     if (b->n >= HK_BATCH_BLOCKS || b->bytes >= HK_BATCH_BYTES) hk_batch_flush(h, b);
 }
 
-/* Frees p of slab s on behalf of whichever thread owns s now. */
-static void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
+/* hk_free_home's cases other than an own slab and a small block of a live owner with a
+ * batch at hand: an orphan's block, a thread without a heap yet, a mid block or a thread
+ * without an exit hook (pushed alone); out of line, so that the common cases need no stack
+ * frame. */
+static HK_NOINLINE void hk_free_home_slow(struct hk_heap *h, struct hk_slab *s, void *p) {
     for (;;) {
         struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
         if (o == NULL) {
-            /* Small blocks of orphans travel in a batch too, applied with one acquisition
-             * of each lock stripe they need. A thread that has not allocated yet (a consumer of blocks
-             * from threads that are gone) sets its heap up for that; not one whose heap is
-             * being or has been torn down (hooked is 0 then, and exiting 1 after): a heap set
-             * up by a late destructor's free would outlive the thread's last teardown. */
+            /* Small blocks of orphans travel in a batch too, applied with one acquisition of
+             * each lock stripe they need. A thread that has not allocated yet (a consumer of
+             * blocks from threads that are gone) sets its heap up for that; not one whose heap
+             * is being or has been torn down (hooked is 0 then, and exiting 1 after): a heap
+             * set up by a late destructor's free would outlive the thread's last teardown. */
             if (!h->owner && !h->exiting) hk_heap_init(h);
             if (h->hooked && s->cls < HK_NSMALL) {
                 hk_orphan_batch_add(h, p, s->bsize);
@@ -652,6 +655,14 @@ static void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
         }
         /* The owner exited or the orphan was adopted meanwhile: look again. */
     }
+}
+
+/* Frees p of slab s on behalf of whichever thread owns s now. */
+static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
+    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_acquire);
+    if (o != NULL && o == h->owner) hk_local_free(h, s, p);
+    else if (o != NULL && h->hooked && s->cls < HK_NSMALL) hk_batch_add(h, o, p, s->bsize);
+    else hk_free_home_slow(h, s, p);
 }
 
 /* Frees p of slab s on behalf of whichever thread owns s now; a small block of another live
@@ -693,7 +704,11 @@ static void hk_heap_free_lists(struct hk_heap *h, void *lists[HK_LANES]) {
                 continue;
             }
             lists[l] = hk_link_get(b);
-            hk_free_dispatch(h, hk_slab_of((uintptr_t)b), b);
+            /* Nearly always a block of this heap's own slab: freed here directly. */
+            struct hk_slab *s = hk_slab_of((uintptr_t)b);
+            if (HK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner))
+                hk_local_free(h, s, b);
+            else hk_free_dispatch(h, s, b);
         }
     }
 }
