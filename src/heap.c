@@ -597,14 +597,25 @@ static HK_NOINLINE void hk_orphan_batch_add(struct hk_heap *h, void *p, uint32_t
         hk_orphan_batch_flush(h);
 }
 
+static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_t size);
+
+/* Gives batch entry b to owner o (flushing what it held for another), then adds p. */
+static HK_NOINLINE void hk_batch_retarget(struct hk_heap *h, struct hk_batch *b,
+                                          struct hk_owner *o, void *p, uint32_t size) {
+    if (b->n) hk_batch_flush(h, b);
+    b->to = o;
+    hk_batch_add(h, o, p, size);
+}
+
 /* Adds block p (size bytes) for owner o to the thread's batches. The entry is chosen by a
- * hash of the record's address; one that holds another owner's blocks is flushed first. */
+ * hash of the record's address; one that holds another owner's blocks is flushed first. Its
+ * calls are tail calls, so the common case needs no stack frame. */
 static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_t size) {
     unsigned i = (unsigned)(((uintptr_t)o * 0x9e3779b97f4a7c15u) >> 61);
     struct hk_batch *b = &h->batch[i];
-    if (b->to != o) {
-        if (b->n) hk_batch_flush(h, b);
-        b->to = o;
+    if (HK_UNLIKELY(b->to != o)) {
+        hk_batch_retarget(h, b, o, p, size);
+        return;
     }
     /* Blocks are dealt out to the lanes in turn, so that the owner's walks overlap. */
     unsigned l = b->n & (HK_LANES - 1);
@@ -673,8 +684,8 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
     /* Only a thread that allocates the class (it has a current slab of it) reuses a stash:
      * a consumer that only frees sends every block home. */
-    if (c < HK_NSMALL && h->hooked && !h->no_stash && h == &hk_tls && o != NULL &&
-        o != h->owner && h->nstash[c] < hk_stash_max[c] && h->cur[c] != NULL) {
+    if (c < HK_NSMALL && h->cur[c] != NULL && o != h->owner && o != NULL &&
+        h->nstash[c] < hk_stash_max[c] && h->hooked && !h->no_stash && h == &hk_tls) {
         hk_block_push(&h->stash[c], p);
         h->nstash[c]++;
         return;
