@@ -30,7 +30,8 @@ void hk_block_init(void) {
     /* A mark of 0 would match every zeroed block. */
     hk_secret.mark = (uintptr_t)(r[0] | 1);
     hk_secret.link = (uintptr_t)r[1];
-    /* The trailer's last byte is the key's top byte (user addresses have none): odd, so that
-     * a write of an even byte (NUL, for one) just before a block always shows. */
-    hk_secret.guard = r[2] | (1ull << 56);
+    /* The trailer's last byte is the key's top byte (user addresses have none): odd and at
+     * least 0x80, so that a write of an even byte (NUL, for one) or of any ASCII character
+     * just before a block always shows. */
+    hk_secret.guard = r[2] | (0x81ull << 56);
 }

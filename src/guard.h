@@ -22,14 +22,17 @@
 #include "common.h"
 
 #define HK_GUARD_ROOM 16 /* canary + trailer */
-#define HK_GUARD_FREE (~(uint64_t)0)
-#define HK_GUARD_CANARY 0x5a5ac3c3a5a53c3cull /* canary = (key ^ this) | 1: a trailer never is */
+/* "Free", in a trailer: above any size, and with a top byte of 0, so that a free block's
+ * trailer ends in the key's top byte like a live one's (odd and at least 0x80: block.c). */
+#define HK_GUARD_FREE (~(uint64_t)0 >> 8)
+#define HK_GUARD_CANARY 0x5a5ac3c3a5a53c3cull /* canary = (key ^ this) | 0x81: a trailer never is */
 
 enum { HK_GUARD_OK, HK_GUARD_IS_FREE, HK_GUARD_BROKEN };
 
-/* The canary of a block whose key is key: its first byte odd, so that an off-by-one write of
- * an even byte (a string's NUL, for one) always shows; other bytes show with odds 255/256. */
-static inline uint64_t hk_guard_canary(uint64_t key) { return (key ^ HK_GUARD_CANARY) | 1; }
+/* The canary of a block whose key is key: its first byte odd and at least 0x80, so that an
+ * off-by-one write of an even byte (a string's NUL, for one) or of any ASCII character (string
+ * and text data) always shows; other bytes show with odds 63/64. */
+static inline uint64_t hk_guard_canary(uint64_t key) { return (key ^ HK_GUARD_CANARY) | 0x81; }
 
 /* The secret as seen from block p: differs between blocks, so that a trailer or canary
  * copied from one block does not verify in another. */
