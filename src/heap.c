@@ -123,7 +123,9 @@ static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_heap *h, struct hk_owner 
     } while (atomic_load_explicit(&o->claim, memory_order_acquire));
 }
 
+#if !defined(__SANITIZE_THREAD__)
 static _Atomic int hk_mb_state; /* 0 not tried, 1 registered, -1 not to be had */
+#endif
 static _Atomic uint64_t hk_help_next;
 
 /* Enters a slow path of the calling thread's heap (marks it busy).
