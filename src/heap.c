@@ -108,8 +108,9 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * visible by then and the helper backs off (the next scan tries again), or the owner sees the
  * claim and waits for it. A helper changes slab lists, slabs' free lists and counts, the
  * heap's lists and batches, never the thread's caches, stashes or owned-slab table, which the
- * owner's malloc fast path reads without marking itself busy. Without membarrier (kernels before 4.14, seccomp filters) inboxes wait for
- * their owners; under ThreadSanitizer, which cannot see membarrier's ordering, too. */
+ * owner's malloc fast path reads without marking itself busy. Without membarrier (kernels
+ * before 4.14, seccomp filters) inboxes wait for their owners; under ThreadSanitizer, which
+ * cannot see membarrier's ordering, too. */
 
 #define HK_HELP_MS 10
 
@@ -410,7 +411,8 @@ static void hk_heap_let_current_go(struct hk_heap *h, unsigned c) {
     hk_heap_uncache(h, c);
     hk_heap_set_current(h, c, NULL);
     if (s->used == 0) hk_heap_emptied(h, s);
-    else hk_heap_list_add(h, s, s->free || s->carved < s->capacity ? HK_LIST_PARTIAL : HK_LIST_FULL);
+    else hk_heap_list_add(h, s,
+                          s->free || s->carved < s->capacity ? HK_LIST_PARTIAL : HK_LIST_FULL);
 }
 
 /* Lets the current slab of each class go whose cache and slab have not changed since
@@ -533,9 +535,7 @@ static int hk_heap_init(struct hk_heap *h);
  * shared atomic. */
 static void hk_count_pushes(struct hk_heap *h, uint32_t n) {
     if (h->owner) {
-        _Atomic uint64_t *x = &h->owner->tally.remote_pushes;
-        atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n,
-                              memory_order_relaxed);
+        hk_tally_plus(&h->owner->tally.remote_pushes, n);
     } else {
         HK_STAT_ADD(remote_free, n);
     }
@@ -595,7 +595,7 @@ static void hk_batch_flush_all(struct hk_heap *h) {
 static HK_NOINLINE void hk_orphan_batch_add(struct hk_heap *h, void *p, uint32_t size) {
     hk_block_push(&h->orphan_batch, p);
     h->orphan_bytes += size;
-    if (++h->orphan_n >= HK_ORPHAN_BATCH_BLOCKS || h->orphan_bytes >= HK_ORPHAN_BATCH_BYTES)
+    if (++h->orphan_n >= HK_BATCH_BLOCKS || h->orphan_bytes >= HK_BATCH_BYTES)
         hk_orphan_batch_flush(h);
 }
 
@@ -772,7 +772,8 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
             /* A block start of a slab that went back to the pool empty: freed already. */
             int twice = c == HK_CLS_NONE && hk_pool_has_free_slab(s) &&
                         hk_slab_block_index(s, a) >= 0;
-            hk_report(op, p, twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
+            hk_report(op, p,
+                      twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
             return;
         }
         /* Here: another thread's slab, an orphan, a mid span, one of ours whose table entry

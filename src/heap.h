@@ -92,11 +92,9 @@ struct hk_owned {
 #define HK_BATCH_BLOCKS 32
 #define HK_BATCH_BYTES (64u * 1024)
 
-/* Blocks of orphans (slabs whose owner exited) wait in a batch of their own, as one list:
- * it goes when it holds HK_ORPHAN_BATCH_BLOCKS blocks or HK_ORPHAN_BATCH_BYTES bytes, and
- * with the others. orphan.c sorts it by lock stripe in one walk and takes each stripe once. */
-#define HK_ORPHAN_BATCH_BLOCKS 32
-#define HK_ORPHAN_BATCH_BYTES (64u * 1024)
+/* Blocks of orphans (slabs whose owner exited) wait in a batch of their own, as one list: it
+ * goes at the same bounds as the others, and with them. orphan.c sorts it by lock stripe in one
+ * walk and takes each stripe once. */
 
 struct hk_batch {
     struct hk_owner *to; /* the owner of every block here (at the time of its free) */

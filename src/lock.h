@@ -1,7 +1,7 @@
 /* A mutex for sharded state (one per size class, say) that counts how often it was taken and
  * how often taking it had to wait. The counts live beside the mutex, not in the process-wide
  * counters (stats.h), so that threads working on different shards write no common cache line;
- * whoever reports sums them over the shards. This is a leaf. */
+ * whoever reports sums them over the shards. Below it only the counters' leaf (stats.h). */
 #ifndef HK_LOCK_H
 #define HK_LOCK_H
 
@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "common.h"
+#include "stats.h"
 
 struct hk_lock {
     pthread_mutex_t m;
@@ -31,12 +32,8 @@ static inline void hk_lock(struct hk_lock *l) {
         pthread_mutex_lock(&l->m);
         waited = 1;
     }
-    atomic_store_explicit(&l->taken, atomic_load_explicit(&l->taken, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    if (waited)
-        atomic_store_explicit(&l->waited,
-                              atomic_load_explicit(&l->waited, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+    hk_tally_bump(&l->taken);
+    if (waited) hk_tally_bump(&l->waited);
 }
 
 static inline void hk_unlock(struct hk_lock *l) { pthread_mutex_unlock(&l->m); }

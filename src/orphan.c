@@ -106,17 +106,21 @@ static void hk_orphan_release(struct hk_slab *emptied) {
 
 int hk_orphan_free(struct hk_slab *s, void *p) {
     struct hk_slab *emptied = NULL;
-    /* The class of an orphan does not change while it is one; a slab adopted and given back
-     * meanwhile has an owner or another class by the time the lock is held, and
-     * hk_orphan_free_locked sees the owner, or the class check below sends the block on. */
+    /* The class of a slab with a live block cannot change, so the stripe read here is the one
+     * that guards s. A slab with no class (or another one by the time the stripe is held) went
+     * back to the pool: the block was freed already. */
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-    if (c == HK_CLS_NONE) return 0;
-    hk_lock(hk_orphan_lock(c));
-    int done = __atomic_load_n(&s->cls, __ATOMIC_RELAXED) == c &&
-               hk_orphan_free_locked(s, p, 0, &emptied);
-    hk_unlock(hk_orphan_lock(c));
-    hk_orphan_release(emptied);
-    return done;
+    if (c != HK_CLS_NONE) {
+        hk_lock(hk_orphan_lock(c));
+        int done = __atomic_load_n(&s->cls, __ATOMIC_RELAXED) == c
+                       ? hk_orphan_free_locked(s, p, 0, &emptied)
+                       : -1;
+        hk_unlock(hk_orphan_lock(c));
+        hk_orphan_release(emptied);
+        if (done >= 0) return done;
+    }
+    hk_report("free", p, "double free");
+    return 1;
 }
 
 void *hk_orphan_free_list(void *b) {

@@ -115,11 +115,12 @@ static void hk_empty_remove(struct hk_slab *s) {
 /* A slab given back while its SuperSlab keeps other ACTIVE slots waits first in the front of
  * its class: a short list under the class's lock stripe (lock.h), so that threads giving back
  * and taking slabs (waves of one class, a producer's spans emptied by consumers) do not all
- * meet on the pool's mutex. Its slots stay ACTIVE, so its SuperSlab is neither cached nor unmapped under it and
- * stage 2 of other classes does not see it; the reports and the budget count it as EMPTY. The
- * tick moves the slabs idle for the purge delay into the pool proper, where they are purged
- * (all of them while the EMPTY bytes exceed the budget), and an acquire about to reach stage 3
- * moves them all first: no SuperSlab is mapped while free slots wait in a front. */
+ * meet on the pool's mutex. Its slots stay ACTIVE, so its SuperSlab is neither cached nor
+ * unmapped under it and stage 2 of other classes does not see it; the reports and the budget
+ * count it as EMPTY. The tick moves the slabs idle for the purge delay into the pool proper,
+ * where they are purged (all of them while the EMPTY bytes exceed the budget), and an acquire
+ * about to reach stage 3 moves them all first: no SuperSlab is mapped while free slots wait in
+ * a front. */
 struct hk_front {
     struct hk_slab *head, *tail; /* newest first, linked by next/prev */
     _Atomic uint32_t n;          /* slabs listed; read without the lock as a hint */
@@ -145,11 +146,6 @@ static uint32_t hk_front_cap(unsigned c) {
     return budget >= 16 * slab; /* the floor, where the budget holds 16 such slabs */
 }
 
-static void hk_stat_bump(_Atomic uint64_t *v) {
-    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
 /* Lists slab s (no live block, no owner) in its class's front: 1, or 0 when the front is full
  * or s is the last ACTIVE slab of its SuperSlab, which the pool proper caches whole. */
 static int hk_front_put(struct hk_slab *s, uint64_t idle_since) {
@@ -172,7 +168,7 @@ static int hk_front_put(struct hk_slab *s, uint64_t idle_since) {
     hk_slab_list_push(&f->head, s);
     if (!f->tail) f->tail = s;
     atomic_store_explicit(&f->n, n + 1, memory_order_relaxed);
-    hk_stat_bump(&f->puts);
+    hk_tally_bump(&f->puts);
     hk_unlock(hk_front_lock(c));
     return 1;
 }
@@ -188,7 +184,7 @@ static struct hk_slab *hk_front_take(unsigned c) {
         hk_slab_list_unlink(&f->head, s);
         atomic_store_explicit(&f->n, atomic_load_explicit(&f->n, memory_order_relaxed) - 1,
                               memory_order_relaxed);
-        hk_stat_bump(&f->hits);
+        hk_tally_bump(&f->hits);
     }
     hk_unlock(hk_front_lock(c));
     if (!s) return NULL;
@@ -218,14 +214,13 @@ static unsigned hk_front_detach(unsigned c, uint64_t older, struct hk_slab **out
     return k;
 }
 
-/* Slabs and slots in all fronts now (a snapshot: each front read on its own). */
-static void hk_front_count(size_t *slabs, size_t *slots) {
-    *slabs = *slots = 0;
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
-        uint32_t n = atomic_load_explicit(&hk_front[c].n, memory_order_relaxed);
-        *slabs += n;
-        *slots += (size_t)n * hk_class_slots[c];
-    }
+/* Slots in all fronts now (a snapshot: each front read on its own). */
+static size_t hk_front_slots(void) {
+    size_t slots = 0;
+    for (unsigned c = 0; c < HK_NCLASS; c++)
+        slots += (size_t)atomic_load_explicit(&hk_front[c].n, memory_order_relaxed) *
+                 hk_class_slots[c];
+    return slots;
 }
 
 /* --- acquire -------------------------------------------------------------------------------- */
@@ -384,9 +379,7 @@ static size_t hk_pool_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
     unsigned share = atomic_load_explicit(&hk_pol.pool_share, memory_order_relaxed);
-    size_t fslabs, fslots;
-    hk_front_count(&fslabs, &fslots);
-    size_t active = (hk_nactive_slots - fslots) * HK_SLAB_SIZE;
+    size_t active = (hk_nactive_slots - hk_front_slots()) * HK_SLAB_SIZE;
     size_t reuse = (size_t)(hk_reuse_bytes - hk_reuse_mark);
     if (share && active * share > budget) budget = active * share;
     return share && reuse > budget ? reuse : budget;
@@ -405,10 +398,9 @@ static size_t hk_cache_max(size_t budget) {
  * to that, the next tick (within 10 ms) trims to the budget, by when reuse in the same window
  * has had a chance to raise it. */
 static int hk_pool_over(void) {
-    size_t budget = hk_pool_budget(), fslabs, fslots;
-    hk_front_count(&fslabs, &fslots);
+    size_t budget = hk_pool_budget();
     budget += budget / 4;
-    return hk_empty_bytes + (fslots << HK_SLAB_SHIFT) > budget ||
+    return hk_empty_bytes + (hk_front_slots() << HK_SLAB_SHIFT) > budget ||
            hk_ncache > hk_cache_max(budget);
 }
 
@@ -451,7 +443,6 @@ static void hk_front_to_pool(struct hk_slab *l, uint64_t now) {
     hk_pool_lock();
     while (l) {
         struct hk_slab *next = l->next;
-        l->list = HK_LIST_NONE;
         hk_pool_release_locked(l, l->idle_since, now, 1);
         l = next;
     }
@@ -471,9 +462,8 @@ static unsigned hk_front_drain_all(uint64_t now) {
 /* Moves front slabs into the pool proper: all of them with force or while the EMPTY bytes
  * (fronts included) exceed the budget, else those idle for the purge delay. */
 static void hk_front_decay(uint64_t now, int force) {
-    size_t slabs, slots;
-    hk_front_count(&slabs, &slots);
-    if (slabs == 0) return;
+    size_t slots = hk_front_slots();
+    if (slots == 0) return;
     uint64_t delay = hk_pol_purge_delay();
     hk_pool_lock();
     int over = hk_empty_bytes + (slots << HK_SLAB_SHIFT) > hk_pool_budget();
@@ -569,14 +559,14 @@ size_t hk_pool_decay(uint64_t now, int force) {
 void hk_pool_demand(struct hk_pool_demand *out) {
     hk_pool_lock();
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-        out->acquire[c] = hk_acquired[c] + atomic_load_explicit(&hk_front[c].hits, memory_order_relaxed);
-        out->release[c] = hk_released[c] + atomic_load_explicit(&hk_front[c].puts, memory_order_relaxed);
+        const struct hk_front *f = &hk_front[c];
+        out->acquire[c] = hk_acquired[c] + atomic_load_explicit(&f->hits, memory_order_relaxed);
+        out->release[c] = hk_released[c] + atomic_load_explicit(&f->puts, memory_order_relaxed);
     }
     out->reuse_bytes = hk_reuse_bytes;
     hk_reuse_mark = hk_reuse_bytes;
     out->refault_bytes = hk_refault_bytes;
-    size_t fslabs, fslots;
-    hk_front_count(&fslabs, &fslots);
+    size_t fslots = hk_front_slots();
     out->empty_bytes = hk_empty_bytes + (fslots << HK_SLAB_SHIFT);
     out->active_bytes = (hk_nactive_slots - fslots) * HK_SLAB_SIZE;
     pthread_mutex_unlock(&hk_pool_mutex);
@@ -590,8 +580,7 @@ void hk_pool_stats(struct hak_stats *out) {
     for (unsigned i = 0; i < HK_LOCK_STRIPES; i++)
         hk_lock_add(&hk_front_locks[i], &out->pool_class_lock, &out->pool_class_lock_waited);
     hk_pool_lock();
-    size_t fslabs, fslots;
-    hk_front_count(&fslabs, &fslots);
+    size_t fslots = hk_front_slots();
     out->superslabs_now = hk_nss;
     out->superslabs_cached_now = hk_ncache;
     out->slabs_active_now = hk_nactive_slots - fslots;

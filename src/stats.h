@@ -63,10 +63,14 @@ struct hk_tally_sum {
  * counting costs nothing while it is off. */
 extern int hk_counting HK_INTERNAL;
 
-/* One more in a counter that only the calling thread writes. */
-static inline void hk_tally_bump(_Atomic uint64_t *x) {
-    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1,
+/* Adds n to a counter that only the calling thread (or the holder of its lock) writes: a
+ * load and a store, no read-modify-write. */
+static inline void hk_tally_plus(_Atomic uint64_t *x, uint64_t n) {
+    atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n,
                           memory_order_relaxed);
 }
+
+/* One more in such a counter. */
+static inline void hk_tally_bump(_Atomic uint64_t *x) { hk_tally_plus(x, 1); }
 
 #endif

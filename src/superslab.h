@@ -76,7 +76,7 @@ struct hk_slab {
     uint8_t list;      /* HK_LIST_* */
     uint8_t pad2[3];
     uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
-    void *free;        /* local free list, touched only by the owner (or under its orphan lock stripe) */
+    void *free;        /* local free list: the owner's (an orphan's: under its lock stripe) */
     struct hk_slab *next, *prev;      /* links of the list named by `list` */
     /* Mid spans (at most 16 blocks): the size asked for with each block handed out, in units
      * of 64 bytes, rounded up (0: not known). realloc copies that much, not the whole block,
