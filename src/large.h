@@ -2,18 +2,21 @@
  *
  * It is a page heap. Memory comes from the OS in mappings of at least 4 MiB and is handed
  * out in page-granular extents; a freed extent stays mapped, merges with its free neighbours
- * and serves later requests of any size that fits, split as needed (from its start: the part
- * most recently used, whose pages are resident). So a program that frees and allocates big
- * blocks in a loop makes no system call and takes no page fault once warm. Each free extent
- * knows
+ * and serves later requests of any size that fits, split as needed. So a program that frees
+ * and allocates big blocks in a loop makes no system call and takes no page fault once warm.
+ * Each free extent knows
  *   - whether it is all zero (fresh from the OS, or released): exact, so calloc clears only
  *     blocks that may hold old data;
- *   - how many of its bytes may be resident ("dirty"): an estimate kept by conservation
- *     (a freed block adds its length, a split divides the count, front first), used for the
- *     budget.
- * Dirty extents idle for the purge delay, or the oldest while the dirty bytes exceed the
- * policy's large budget, have their pages released (madvise); an extent with none left, idle
- * for the unmap delay, is unmapped. Live blocks are found by address in a hash table, so
+ *   - where its resident ("dirty") pages may be: a span [dlo, dhi) outside which every page
+ *     is untouched, and how many bytes of it may be resident (an estimate kept by
+ *     conservation: a freed block adds its length, merges add up, a split shares the count
+ *     out in proportion to the span each piece holds).
+ * A block is cut from the start or the end of its extent, whichever covers more of the
+ * span, so it reuses resident pages rather than faulting in fresh ones beside them. Dirty
+ * extents idle for the purge delay have their pages released (madvise, the span only); while
+ * the dirty bytes exceed the policy's large budget, the oldest have the top of their span
+ * released, as much as is over; an extent with none left, idle for the unmap delay, is
+ * unmapped. Live blocks are found by address in a hash table, so
  * free() and realloc() need no header and a pointer that is not a live block's start is
  * recognised. realloc grows in place into a free neighbour, shrinks in place, and otherwise
  * moves the pages with mremap, copying nothing. One mutex guards the tier; system calls run

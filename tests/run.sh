@@ -38,7 +38,7 @@ trap 'rm -f "$log"; rm -rf "$cgdir"' EXIT
 lifecycle() { # lifecycle FLAVOUR: every mode of test_lifecycle in that build
     local bin=build/tests/test_lifecycle$1
     run "test_lifecycle stages${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 \
-        HAKMEM_PURGE_DELAY_MS=60000 $bin stages
+        HAKMEM_PURGE_DELAY_MS=60000 HAKMEM_LARGE_CACHE_MB=16 $bin stages
     run "test_lifecycle fixed${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_SOFT_CAP=2 \
         HAKMEM_PURGE_DELAY_MS=200 HAKMEM_UNMAP_DELAY_MS=400 $bin fixed
     run "test_lifecycle ace${1:+ ($1)}" env HAKMEM_ACE=1 $bin ace

@@ -3,7 +3,7 @@
  *
  * Each mode runs in a process of its own under the configuration tests/run.sh gives it (the
  * configuration is read once, at the first allocation, before main):
- *   stages   HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 HAKMEM_PURGE_DELAY_MS=60000
+ *   stages   HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 HAKMEM_PURGE_DELAY_MS=60000 HAKMEM_LARGE_CACHE_MB=16
  *   fixed    HAKMEM_ACE=0 HAKMEM_SOFT_CAP=2 HAKMEM_PURGE_DELAY_MS=200 HAKMEM_UNMAP_DELAY_MS=400
  *   ace      HAKMEM_ACE=1 (defaults otherwise)
  *   cgroup   HAKMEM_ACE=1 HAKMEM_CGROUP=<a directory with memory.max and memory.current>
@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "hakmem.h"
+#include "large.h"
 #include "size_class.h"
 #include "superslab.h"
 
@@ -81,8 +83,29 @@ static unsigned class_index(size_t n) { return hk_class_of(n); }
 
 TEST(stages_config) {
     struct hak_stats s = stats();
-    CHECKF(s.soft_cap[class_index(1 << 20)] == 0 && s.purge_delay_ms == 60000,
-           "run with HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 HAKMEM_PURGE_DELAY_MS=60000");
+    CHECKF(s.soft_cap[class_index(1 << 20)] == 0 && s.purge_delay_ms == 60000 &&
+               s.large_budget == (size_t)16 << 20,
+           "run with HAKMEM_ACE=0 HAKMEM_SOFT_CAP=0 HAKMEM_PURGE_DELAY_MS=60000 "
+           "HAKMEM_LARGE_CACHE_MB=16");
+}
+
+/* Free large memory beyond the budget (16 MiB here) goes at once, but only what is over: the
+ * rest stays resident for reuse. The first large block of the process: its extent merges with
+ * no other. */
+TEST(large_budget_releases_only_the_excess) {
+    size_t n = (size_t)24 << 20, keep = (size_t)16 << 20;
+    unsigned char *p = hak_malloc(n);
+    memset(p, 1, n);
+    struct hak_stats a = stats();
+    hak_free(p);
+    struct hak_stats b = stats();
+    CHECKF(b.large_purged_bytes - a.large_purged_bytes == n - keep, "released %zu KiB",
+           (b.large_purged_bytes - a.large_purged_bytes) >> 10);
+    CHECKF(b.large_free_dirty_now == keep, "dirty %zu KiB", b.large_free_dirty_now >> 10);
+    CHECKF(resident(p, keep) == keep / 4096, "%zu pages of the kept part resident",
+           resident(p, keep));
+    CHECKF(resident(p + keep, n - keep) == 0, "%zu pages of the excess resident",
+           resident(p + keep, n - keep));
 }
 
 TEST(stage_counts_follow_the_script) {
@@ -194,6 +217,31 @@ TEST(empty_slabs_recycled_and_soft_cap_obeyed) {
            c.acquire_stage1 - b.acquire_stage1);
     CHECK(c.pool_empty_bytes_now == a.pool_empty_bytes_now);
     for (int i = 0; i < N; i++) hak_free(p[i]);
+}
+
+/* A block is cut where its extent's resident pages are: here the extent's upper half was
+ * written and its lower half released, and a block of 20 of its 32 MiB ends at its end. Run
+ * first, so that the extent merges with no other; hk_large_decay does what the tick would. */
+TEST(large_blocks_land_on_resident_pages) {
+    size_t mib = (size_t)1 << 20;
+    unsigned char *m = hak_malloc(32 * mib);
+    hak_free(m);
+    sleep_ms(250);
+    hk_large_decay(hk_now_ms(), 0); /* idle for the purge delay: all of it released */
+    unsigned char *a = hak_malloc(16 * mib), *b = hak_malloc(16 * mib);
+    CHECKF(a == m && b == m + 16 * mib, "a at %+td MiB, b at %+td MiB", (a - m) >> 20,
+           (b - m) >> 20);
+    memset(b, 1, 16 * mib);
+    hak_free(a);
+    sleep_ms(250);
+    hk_large_decay(hk_now_ms(), 0); /* a's half released, b's still live */
+    CHECK(resident(m, 16 * mib) == 0);
+    hak_free(b);
+    unsigned char *c = hak_malloc(20 * mib);
+    CHECKF(c == m + 12 * mib, "c at %+td MiB", (c - m) >> 20);
+    CHECKF(resident(c, 20 * mib) == 16 * mib / 4096, "%zu pages of c resident before use",
+           resident(c, 20 * mib));
+    hak_free(c);
 }
 
 /* Sizes on both sides of every boundary: small, mid and large tiers. */
@@ -338,8 +386,9 @@ TEST(decay_releases_idle_pages_after_the_delay) {
     POOLED_RESIDENT(pages);
     CHECKF(pages == 0, "%zu pages of EMPTY slabs resident", pages);
 #undef POOLED_RESIDENT
-    CHECKF(resident(big + (1 << 20), big_n - (1 << 20)) == 0, "%zu pages of a free extent resident",
-           resident(big + (1 << 20), big_n - (1 << 20)));
+    /* tick()'s own block is cut where the extent's pages were resident, at one of its ends. */
+    CHECKF(resident(big + (1 << 20), big_n - (2 << 20)) == 0, "%zu pages of a free extent resident",
+           resident(big + (1 << 20), big_n - (2 << 20)));
     CHECK(c.pool_purged_bytes - b.pool_purged_bytes >= 61 * HK_SLAB_SIZE);
     CHECK(c.large_purged_bytes > b.large_purged_bytes);
     /* Fully free SuperSlabs are unmapped after the longer delay. */
@@ -549,10 +598,12 @@ int main(int argc, char **argv) {
     TEST_MAIN_BEGIN("lifecycle");
     if (!strcmp(mode, "stages")) {
         RUN(stages_config);
+        RUN(large_budget_releases_only_the_excess);
         RUN(stage_counts_follow_the_script);
         RUN(slab_round_trips_take_no_global_lock);
     } else if (!strcmp(mode, "fixed")) {
         RUN(fixed_config);
+        RUN(large_blocks_land_on_resident_pages);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);
         RUN(boundaries_of_every_tier);
         RUN(alignment_in_every_tier);
