@@ -24,7 +24,7 @@ struct hk_policy {
     _Atomic size_t pool_budget, large_budget;
     /* With ACE, each tier also keeps what its demand calls for right now, which ACE cannot
      * see before its next window: the pool up to pool_share times its ACTIVE bytes and up to
-     * the window's drawdown of EMPTY bytes so far (pool.h; and as many free SuperSlabs as that
+     * the EMPTY bytes taken again since the window began (and as many free SuperSlabs as that
      * makes); the large tier up to twice the peak of its live bytes since then, at most
      * large_cap. 0 without ACE. */
     _Atomic int demand;

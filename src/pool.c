@@ -24,10 +24,8 @@ static struct hk_superslab *hk_partial;           /* SuperSlabs with ACTIVE and 
 static struct hk_superslab *hk_cache_head, *hk_cache_tail; /* no ACTIVE slot, newest first */
 static size_t hk_ncache, hk_nss, hk_nactive_slots, hk_empty_bytes;
 static uint64_t hk_acquired[HK_NCLASS], hk_released[HK_NCLASS];
-static uint64_t hk_refault_bytes, hk_purged_bytes;
-/* The window's demand on EMPTY memory (hk_pool_demand starts a window): the high-water mark
- * of EMPTY bytes, lowered by what is released, and the most they fell below it by reuse. */
-static size_t hk_empty_high, hk_drawdown;
+static uint64_t hk_reuse_bytes, hk_refault_bytes, hk_purged_bytes;
+static uint64_t hk_reuse_mark; /* hk_reuse_bytes when ACE last looked: a window's start */
 
 /* --- intrusive lists --------------------------------------------------------------------- */
 
@@ -99,7 +97,6 @@ static void hk_empty_insert(struct hk_slab *s, uint64_t idle_since) {
     if (after) after->anext = s;
     else hk_age_head = s;
     hk_empty_bytes += hk_slab_bytes(s);
-    if (hk_empty_bytes > hk_empty_high) hk_empty_high = hk_empty_bytes;
 }
 
 static void hk_empty_remove(struct hk_slab *s) {
@@ -111,18 +108,6 @@ static void hk_empty_remove(struct hk_slab *s) {
     s->anext = s->aprev = NULL;
     s->list = HK_LIST_NONE;
     hk_empty_bytes -= hk_slab_bytes(s);
-}
-
-/* EMPTY bytes were just taken again (reuse): the window's drawdown may grow. */
-static void hk_reused(void) {
-    if (hk_empty_high - hk_empty_bytes > hk_drawdown) hk_drawdown = hk_empty_high - hk_empty_bytes;
-}
-
-/* EMPTY slab s leaves for the OS (purged or unmapped): not a reuse, so the mark comes down. */
-static void hk_empty_gone(struct hk_slab *s) {
-    size_t b = hk_slab_bytes(s);
-    hk_empty_remove(s);
-    hk_empty_high = hk_empty_high > b ? hk_empty_high - b : 0;
 }
 
 /* --- the front: EMPTY slabs per class, under the class's lock stripe ---------------------- */
@@ -261,7 +246,6 @@ static int hk_find_run(uint32_t avail, unsigned k) {
  * lists; what such a slab had outside the run stays EMPTY as single slots. */
 static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64_t now) {
     uint64_t delay2 = 2 * hk_pol_purge_delay();
-    int reused = 0;
     for (unsigned j = i; j < i + k; j++) {
         struct hk_slab *t = &ss->slabs[j];
         if (t->state == HK_SLOT_UNUSED) {
@@ -281,7 +265,7 @@ static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64
                 /* Part of the run: seen as UNUSED by the rest of this loop, ACTIVE soon. */
                 u->state = HK_SLOT_UNUSED;
                 u->idle_since = 0;
-                reused = 1;
+                hk_reuse_bytes += HK_SLAB_SIZE;
                 continue;
             }
             u->nslots = 1;
@@ -290,7 +274,6 @@ static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64
             hk_empty_insert(u, idle);
         }
     }
-    if (reused) hk_reused();
 }
 
 /* Makes slots i..i+k-1 of ss (already claimed) an ACTIVE slab of class c. */
@@ -334,7 +317,7 @@ again:
         HK_ASSERT(s->nslots == k);
         ss = hk_ss_of((uintptr_t)s);
         hk_empty_remove(s);
-        hk_reused();
+        hk_reuse_bytes += hk_slab_bytes(s);
         HK_STAT_INC(acquire_stage1);
         s = hk_activate(ss, hk_slab_index(s), k, c, now);
         pthread_mutex_unlock(&hk_pool_mutex);
@@ -391,14 +374,15 @@ again:
 /* EMPTY bytes kept regardless of age: the policy's budget, or with ACE what demand calls for
  * now: a multiple of the ACTIVE bytes (a program that shrinks and grows again finds its memory
  * resident; one that has freed nearly everything, as after a burst, does not keep it), and
- * this window's drawdown of EMPTY bytes. */
+ * the EMPTY bytes taken again in this window. */
 static size_t hk_pool_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
     unsigned share = atomic_load_explicit(&hk_pol.pool_share, memory_order_relaxed);
     size_t active = (hk_nactive_slots - hk_front_slots()) * HK_SLAB_SIZE;
+    size_t reuse = (size_t)(hk_reuse_bytes - hk_reuse_mark);
     if (share && active * share > budget) budget = active * share;
-    return share && hk_drawdown > budget ? hk_drawdown : budget;
+    return share && reuse > budget ? reuse : budget;
 }
 
 /* Free SuperSlabs kept mapped: the policy's count, or with ACE as many as the budget holds. */
@@ -509,7 +493,7 @@ size_t hk_pool_decay(uint64_t now, int force) {
                 hk_cache_remove(ss);
                 for (unsigned j = 1; j < HK_SLABS; j++) {
                     struct hk_slab *t = &ss->slabs[j];
-                    if (t->state == HK_SLOT_EMPTY && t->head == j) hk_empty_gone(t);
+                    if (t->state == HK_SLOT_EMPTY && t->head == j) hk_empty_remove(t);
                 }
                 hk_nss--;
                 unmap[nu++] = ss;
@@ -521,7 +505,7 @@ size_t hk_pool_decay(uint64_t now, int force) {
             struct hk_slab *s = hk_age_head;
             struct hk_superslab *sss = hk_ss_of((uintptr_t)s);
             unsigned i = hk_slab_index(s), k = s->nslots;
-            hk_empty_gone(s);
+            hk_empty_remove(s);
             hk_mark(sss, i, k, HK_SLOT_PURGING, i);
             sss->avail &= ~hk_run_mask(i, k);
             sss->npurging += k;
@@ -579,9 +563,8 @@ void hk_pool_demand(struct hk_pool_demand *out) {
         out->acquire[c] = hk_acquired[c] + atomic_load_explicit(&f->hits, memory_order_relaxed);
         out->release[c] = hk_released[c] + atomic_load_explicit(&f->puts, memory_order_relaxed);
     }
-    out->drawdown_bytes = hk_drawdown;
-    hk_drawdown = 0;
-    hk_empty_high = hk_empty_bytes;
+    out->reuse_bytes = hk_reuse_bytes;
+    hk_reuse_mark = hk_reuse_bytes;
     out->refault_bytes = hk_refault_bytes;
     size_t fslots = hk_front_slots();
     out->empty_bytes = hk_empty_bytes + (fslots << HK_SLAB_SHIFT);

@@ -41,10 +41,7 @@ size_t hk_pool_decay(uint64_t now, int force) HK_INTERNAL;
 struct hk_pool_demand {
     uint64_t acquire[HK_NCLASS];   /* slabs acquired, per class */
     uint64_t release[HK_NCLASS];   /* slabs released, per class */
-    size_t drawdown_bytes;         /* this window: the most EMPTY bytes fell below their
-                                    * high-water mark by being taken again (releases of pages
-                                    * lower the mark), i.e. the stock of free memory reused, not
-                                    * the flow: a span cycled a thousand times counts once */
+    uint64_t reuse_bytes;          /* EMPTY bytes taken again */
     uint64_t refault_bytes;        /* bytes taken again soon after their pages were released */
     size_t empty_bytes;            /* EMPTY bytes now (resident, free) */
     size_t active_bytes;           /* ACTIVE slot bytes now */
