@@ -361,20 +361,13 @@ static void hk_heap_send_home(struct hk_heap *h, void *b) {
     }
 }
 
-/* Gives back class c's stash (small classes). */
-static void hk_heap_unstash(struct hk_heap *h, unsigned c) {
-    void *b = h->stash[c];
-    h->stash[c] = NULL;
-    h->nstash[c] = 0;
-    hk_heap_send_home(h, b);
-}
-
 /* Empties the cache of class c: blocks of the current slab go back onto its free list, others
  * (from the stash) are freed to their slabs. */
 static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     struct hk_slab *s = h->cur[c];
     void *b = h->free[c], *away = NULL;
     h->free[c] = NULL;
+    if (c < HK_NSMALL) h->nstash[c] = 0;
     uintptr_t base = s ? (uintptr_t)hk_slab_base(s) : 0, span = s ? hk_slab_bytes(s) : 0;
     if (s) {
         /* Usually every block is the current slab's: the list goes back whole. */
@@ -445,9 +438,10 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
         hk_heap_unretain(h, c, hk_pol_soft_cap(c), older);
     }
     hk_heap_quiet_classes(h, now, older);
-    /* A stash of a class not refilled since the last tick gives its blocks back. */
+    /* A class not refilled since the last tick gives back the other slabs' blocks its cache
+     * may hold (its stash), so that their slabs can empty. */
     for (unsigned c = 0; c < HK_NSMALL; c++)
-        if (h->stash[c] && !(h->refilled >> c & 1)) hk_heap_unstash(h, c);
+        if (h->nstash[c] && !(h->refilled >> c & 1)) hk_heap_uncache(h, c);
     h->refilled = 0;
     hk_heap_help_idle(h, now);
     hk_decay_tick(now);
@@ -491,7 +485,6 @@ void hk_heap_trim(void) {
      * the stash and cache go home, so that every slab that can empty does. */
     h->no_stash = 1; /* what goes home now must not come back into the stash */
     if (h->owner) hk_heap_drain(h);
-    for (unsigned c = 0; c < HK_NSMALL; c++) hk_heap_unstash(h, c);
     for (unsigned c = 0; c < HK_NCLASS; c++) hk_heap_uncache(h, c);
     hk_batch_flush_all(h);
     h->no_stash = 0;
@@ -678,20 +671,26 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
     else hk_free_home_slow(h, s, p);
 }
 
+#ifndef HK_HARDENED
+/* Puts small block p of class c (counted as live by its slab, which is not the current one)
+ * into the calling thread's stash, if the thread allocates the class (it has a current slab
+ * of it: a consumer that only frees sends every block home) and the stash has room. */
+static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
+    if (c >= HK_NSMALL || h->cur[c] == NULL || h->nstash[c] >= hk_stash_max[c] || !h->hooked ||
+        h->no_stash)
+        return 0;
+    hk_block_push(&h->free[c], p);
+    h->nstash[c]++;
+    return 1;
+}
+#endif
+
 /* Frees p of slab s on behalf of whichever thread owns s now; a small block of another live
- * thread's slab is kept in the calling thread's stash while it has room (heap.h, "Reuse"). */
+ * thread's slab goes into the calling thread's stash while it has room (heap.h, "Reuse"). */
 static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
 #ifndef HK_HARDENED
-    unsigned c = s->cls;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    /* Only a thread that allocates the class (it has a current slab of it) reuses a stash:
-     * a consumer that only frees sends every block home. */
-    if (c < HK_NSMALL && h->cur[c] != NULL && o != h->owner && o != NULL &&
-        h->nstash[c] < hk_stash_max[c] && h->hooked && !h->no_stash && h == &hk_tls) {
-        hk_block_push(&h->stash[c], p);
-        h->nstash[c]++;
-        return;
-    }
+    if (o != h->owner && o != NULL && h == &hk_tls && hk_stash_put(h, s->cls, p)) return;
 #endif
     hk_free_home(h, s, p);
 }
@@ -811,6 +810,30 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
     hk_heap_leave(h);
 }
 
+void hk_heap_free_miss(void *p) {
+#ifndef HK_HARDENED
+    struct hk_heap *h = &hk_tls;
+    uintptr_t a = (uintptr_t)p;
+    if (HK_LIKELY(hk_is_superslab(a))) {
+        struct hk_slab *s = hk_slab_of(a);
+        /* A block start of a slab with an owner, not marked free, goes into the stash:
+         * another thread's block, or one of this thread's slabs that lacks a table entry
+         * because another slab took it. A full slab of this thread takes the slow path once
+         * and gets its entry back (so a program that frees all its blocks empties every
+         * slab), and so do an orphan's blocks. A block of a slab that is not ACTIVE, or not a
+         * block start, fails the index test; it, a block marked free and one beyond the
+         * stash go to the slow path, which reports what is wrong. */
+        unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
+        struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+        if (c < HK_NSMALL && !hk_marked_free(p) && hk_slab_block_index(s, a) >= 0 &&
+            o != NULL && (o != h->owner || s->list != HK_LIST_FULL) && !hk_counting &&
+            hk_stash_put(h, c, p))
+            return;
+    }
+#endif
+    hk_heap_free_slow(p, "free");
+}
+
 void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
@@ -901,11 +924,7 @@ void *hk_heap_refill(unsigned c) {
     hk_heap_maybe_tick(h);
     if (c < HK_NSMALL) {
         h->refilled |= (uint64_t)1 << c;
-        if (!h->free[c] && h->stash[c]) { /* reused first: still in this core's cache */
-            h->free[c] = h->stash[c];
-            h->stash[c] = NULL;
-            h->nstash[c] = 0;
-        }
+        h->nstash[c] = 0;
     }
     void *p = NULL;
     if (h->free[c] || hk_heap_fill(h, c)) {
@@ -973,7 +992,6 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * is stashed again from here on. */
     h->no_stash = 1;
     hk_heap_drain(h);
-    for (unsigned c = 0; c < HK_NSMALL; c++) hk_heap_unstash(h, c);
     for (unsigned c = 0; c < HK_NCLASS; c++) hk_heap_uncache(h, c);
     hk_batch_flush_all(h);
     /* From here on, remote frees are not batched or stashed: nothing must be added to this
@@ -1019,9 +1037,6 @@ uint32_t hk_heap_slab_live(const struct hk_slab *s) {
     if (s->cls < HK_NCLASS) {
         for (void *b = h->free[s->cls]; b; b = hk_link_get(b))
             if (hk_slab_of((uintptr_t)b) == s) live--;
-        if (s->cls < HK_NSMALL)
-            for (void *b = h->stash[s->cls]; b; b = hk_link_get(b))
-                if (hk_slab_of((uintptr_t)b) == s) live--;
     }
     return live;
 }

@@ -16,24 +16,28 @@
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
  * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
- * miss goes to the slow path: another thread's slab, a mid block, a large block, a foreign
- * pointer, NULL, a slab whose table entry another slab took, a slab that would become empty
- * or stop being full, and blocks marked free are validated in full.
+ * free the table misses goes to hk_heap_free_miss: a small block of any slab with an owner
+ * goes into the stash (see "Reuse" below) after a check of the chunk map, the block start
+ * and the free mark. The rest goes to the slow path, where a mid block, a large block, a
+ * foreign pointer, NULL, a block beyond the stash, a slab that would become empty or stop
+ * being full, and blocks marked free are validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
- * slab->free, i.e. held by users, by a thread's cache or stash, or waiting in a batch or an
- * inbox. A cache holds blocks of its current slab (a refill moves the slab's free list into
- * it) and at most a stash's worth of other threads' blocks, so it is bounded, and a slab of
- * the thread that is not current has used == its exact live count plus those few: it is
- * empty the moment used reaches zero.
+ * slab->free, i.e. held by users, by a thread's cache, or waiting in a batch or an inbox. A
+ * cache holds blocks of its current slab (a refill moves the slab's free list into it) and
+ * at most a stash's worth of other slabs' blocks, so it is bounded, and a slab that is not
+ * current has used == its exact live count plus those few: it is empty the moment used
+ * reaches zero.
  *
- * Reuse: a small block of another thread's slab that this thread frees is kept in its stash
- * for the class, up to HK_STASH_BYTES (1 to HK_STASH_MAX blocks), and handed out by its next
- * refill of the class, before any slab is looked at: it was just written by this core, so it
- * is still in its cache, and it need not travel home and back. The block's slab counts it as
- * live meanwhile. Beyond the stash, blocks go home in batches. A class refilled in no tick
- * (10 ms of slow-path activity) gives its stash back; so does thread exit. Not in the
- * hardened build, whose caches hold blocks of the current slab only.
+ * Reuse (the stash): a valid small block that the owned-slab table misses (another thread's
+ * slab, or one of this thread's that is full or whose entry another slab took) goes onto the
+ * cache of its class, as the freeing thread's next block of that class, while fewer than
+ * HK_STASH_BYTES (1 to HK_STASH_MAX blocks) have gone there since the cache last ran empty:
+ * it was just touched by this core, so it is still in its cache, and a block of another
+ * thread need not travel home and back. The block's slab counts it as live meanwhile. Beyond
+ * the stash, blocks go home: to their slab, or in batches to their owner. A class refilled
+ * in no tick (10 ms of slow-path activity) gives its stash back; so do trim and thread exit.
+ * Not in the hardened build, whose caches hold blocks of the current slab only.
  *
  * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
  * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
@@ -128,9 +132,8 @@ struct hk_heap {
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif
     struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
-    /* Other threads' small blocks this thread freed, per class, to be handed out by its own
-     * next refill of the class (at most hk_stash_max[c] each; see "Reuse" above). */
-    void *stash[HK_NSMALL];
+    /* Blocks of other slabs than the current one pushed into free[c] since its last refill
+     * (the stash: at most hk_stash_max[c]; see "Reuse" above): at least as many as it holds. */
     uint8_t nstash[HK_NSMALL];
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
@@ -155,6 +158,10 @@ void hk_heap_count_large(int alloc) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
  * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
 void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;
+/* free of what the owned-slab table missed: a valid small block of any owned slab goes into
+ * the calling thread's cache while its stash has room (see "Reuse" above); anything else to
+ * hk_heap_free_slow. */
+void hk_heap_free_miss(void *p) HK_INTERNAL;
 #ifdef HK_HARDENED
 #define HK_GUARD_BEFORE 3 /* the block before p has a broken trailer */
 /* Reports what hk_heap_guard_free found (HK_GUARD_IS_FREE, _BROKEN or HK_GUARD_BEFORE). */

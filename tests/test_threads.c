@@ -225,20 +225,21 @@ TEST(remote_frees_into_a_blocked_owner_are_applied) {
 /* --- reuse of other threads' blocks -------------------------------------------------------- */
 #define NREUSE 8
 static void *given[NREUSE];
-static int reused;
+static int reused, next_ok;
 static uint32_t live_after;
 
 static void *free_then_allocate(void *arg) {
     (void)arg;
     hak_free(hak_malloc(96)); /* this thread has a heap */
     for (int i = 0; i < NREUSE; i++) hak_free(given[i]);
-    /* The stash is handed out by the next refill of the class: once the cache the first
-     * malloc filled (a few hundred blocks at most) is used up. */
+    /* The stash is the top of the cache: the next mallocs of the class hand the blocks out,
+     * last freed first. */
     enum { MAXGOT = 2048 };
     static void *got[MAXGOT];
     int n = 0;
     while (n < MAXGOT && reused < NREUSE) {
         got[n] = hak_malloc(96);
+        if (n < NREUSE) next_ok += got[n] == given[NREUSE - 1 - n];
         for (int j = 0; j < NREUSE; j++) reused += got[n] == given[j];
         n++;
     }
@@ -258,6 +259,7 @@ TEST(blocks_freed_here_are_reused_here) {
     CHECK(reused == 0); /* no stash in the hardened build: the blocks went home */
 #else
     CHECKF(reused == NREUSE, "%d of %d blocks reused", reused, NREUSE);
+    CHECKF(next_ok == NREUSE, "%d of %d blocks handed out next", next_ok, NREUSE);
 #endif
     /* Whether they came back through the stash or not, the owner's count is exact once it
      * applies its inbox (a refill of a class not used before). */
