@@ -780,6 +780,14 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
         if (!hk_heap_may_free(s, p, op)) return;
         struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
         if (HK_UNLIKELY(hk_counting)) hk_heap_count_free(h, c, !h->owner || o != h->owner);
+#ifndef HK_HARDENED
+        /* Into the stash (heap.h, "Reuse"): another thread's block, or one of this thread's
+         * whose slab lacks a table entry because another slab took it. A full slab of this
+         * thread is freed to at once and gets its entry back (so a program that frees all
+         * its blocks empties every slab); an orphan's blocks go home. */
+        if (o != NULL && (o != h->owner || s->list != HK_LIST_FULL) && hk_stash_put(h, c, p))
+            return;
+#endif
         /* One of this thread's slabs (its class and owner cannot change under it): freed
          * here at once. Programs whose live small blocks span more slabs than the table has
          * entries come here often (shared_swap with one thread: a third of its frees with
@@ -808,30 +816,6 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
     hk_heap_enter(h);
     hk_local_free(h, s, p);
     hk_heap_leave(h);
-}
-
-void hk_heap_free_miss(void *p) {
-#ifndef HK_HARDENED
-    struct hk_heap *h = &hk_tls;
-    uintptr_t a = (uintptr_t)p;
-    if (HK_LIKELY(hk_is_superslab(a))) {
-        struct hk_slab *s = hk_slab_of(a);
-        /* A block start of a slab with an owner, not marked free, goes into the stash:
-         * another thread's block, or one of this thread's slabs that lacks a table entry
-         * because another slab took it. A full slab of this thread takes the slow path once
-         * and gets its entry back (so a program that frees all its blocks empties every
-         * slab), and so do an orphan's blocks. A block of a slab that is not ACTIVE, or not a
-         * block start, fails the index test; it, a block marked free and one beyond the
-         * stash go to the slow path, which reports what is wrong. */
-        unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-        struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-        if (c < HK_NSMALL && !hk_marked_free(p) && hk_slab_block_index(s, a) >= 0 &&
-            o != NULL && (o != h->owner || s->list != HK_LIST_FULL) && !hk_counting &&
-            hk_stash_put(h, c, p))
-            return;
-    }
-#endif
-    hk_heap_free_slow(p, "free");
 }
 
 void hk_heap_free_slow(void *p, const char *op) {

@@ -16,11 +16,10 @@
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
  * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
- * free the table misses goes to hk_heap_free_miss: a small block of any slab with an owner
- * goes into the stash (see "Reuse" below) after a check of the chunk map, the block start
- * and the free mark. The rest goes to the slow path, where a mid block, a large block, a
- * foreign pointer, NULL, a block beyond the stash, a slab that would become empty or stop
- * being full, and blocks marked free are validated in full.
+ * miss goes to the slow path: another thread's slab (into the stash, see "Reuse" below), a
+ * mid block, a large block, a foreign pointer, NULL, a slab whose table entry another slab
+ * took (into the stash too), a slab that would become empty or stop being full, and blocks
+ * marked free are validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
  * slab->free, i.e. held by users, by a thread's cache, or waiting in a batch or an inbox. A
@@ -158,10 +157,6 @@ void hk_heap_count_large(int alloc) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
  * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
 void hk_heap_free_slow(void *p, const char *op) HK_INTERNAL;
-/* free of what the owned-slab table missed: a valid small block of any owned slab goes into
- * the calling thread's cache while its stash has room (see "Reuse" above); anything else to
- * hk_heap_free_slow. */
-void hk_heap_free_miss(void *p) HK_INTERNAL;
 #ifdef HK_HARDENED
 #define HK_GUARD_BEFORE 3 /* the block before p has a broken trailer */
 /* Reports what hk_heap_guard_free found (HK_GUARD_IS_FREE, _BROKEN or HK_GUARD_BEFORE). */

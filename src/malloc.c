@@ -158,7 +158,7 @@ static inline void hk_free_inline(void *p) {
         hk_heap_free_owned(e->slab, p);
         return;
     }
-    hk_heap_free_miss(p);
+    hk_heap_free_slow(p, "free");
 }
 
 HK_EXPORT void hak_free(void *p) { hk_free_inline(p); }
