@@ -672,8 +672,8 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
 }
 
 #ifndef HK_HARDENED
-/* Puts small block p of class c (counted as live by its slab, which is not the current one)
- * into the calling thread's stash, if the thread allocates the class (it has a current slab
+/* Puts small block p of class c (its slab goes on counting it as live) onto the calling
+ * thread's cache as part of its stash, if the thread allocates the class (it has a current slab
  * of it: a consumer that only frees sends every block home) and the stash has room. */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
     if (c >= HK_NSMALL || h->cur[c] == NULL || h->nstash[c] >= hk_stash_max[c] || !h->hooked ||

@@ -29,7 +29,7 @@
  * reaches zero.
  *
  * Reuse (the stash): a valid small block that the owned-slab table misses (another thread's
- * slab, or one of this thread's that is full or whose entry another slab took) goes onto the
+ * slab, or one of this thread's whose entry another slab took; not a full one) goes onto the
  * cache of its class, as the freeing thread's next block of that class, while fewer than
  * HK_STASH_BYTES (1 to HK_STASH_MAX blocks) have gone there since the cache last ran empty:
  * it was just touched by this core, so it is still in its cache, and a block of another
