@@ -780,20 +780,20 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
         if (!hk_heap_may_free(s, p, op)) return;
         struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
         if (HK_UNLIKELY(hk_counting)) hk_heap_count_free(h, c, !h->owner || o != h->owner);
+        /* One of this thread's slabs (its class and owner cannot change under it). Programs
+         * whose live small blocks span more slabs than the table has entries come here
+         * often: the block goes into the stash (heap.h, "Reuse"), or is freed here at once.
+         * A full slab is freed to at once and gets its entry back, so a program that frees
+         * all its blocks empties every slab. Other threads' blocks: hk_free_dispatch, which
+         * stashes them too. */
+        if (o != NULL && o == h->owner) {
 #ifndef HK_HARDENED
-        /* Into the stash (heap.h, "Reuse"): another thread's block, or one of this thread's
-         * whose slab lacks a table entry because another slab took it. A full slab of this
-         * thread is freed to at once and gets its entry back (so a program that frees all
-         * its blocks empties every slab); an orphan's blocks go home. */
-        if (o != NULL && (o != h->owner || s->list != HK_LIST_FULL) && hk_stash_put(h, c, p))
-            return;
+            if (s->list != HK_LIST_FULL && hk_stash_put(h, c, p)) return;
 #endif
-        /* One of this thread's slabs (its class and owner cannot change under it): freed
-         * here at once. Programs whose live small blocks span more slabs than the table has
-         * entries come here often (shared_swap with one thread: a third of its frees with
-         * 256 entries). */
-        if (o != NULL && o == h->owner) hk_local_free(h, s, p);
-        else hk_free_dispatch(h, s, p);
+            hk_local_free(h, s, p);
+        } else {
+            hk_free_dispatch(h, s, p);
+        }
         return;
     }
     if (p == NULL) return;
