@@ -65,6 +65,8 @@ struct hak_stats {
     size_t large_cache_hits, large_cache_misses;  /* large requests served from free memory or not */
     size_t large_purged_bytes;
     size_t large_realloc_in_place, large_realloc_mremap;
+    size_t large_gathers, large_gathered_bytes; /* misses served partly by moving free
+                                                 * resident pages into the new block (mremap) */
     /* The policy in force (ACE's current choices, or the fixed ones with HAKMEM_ACE=0). */
     size_t purge_delay_ms, unmap_delay_ms;
     size_t pool_budget, large_budget;          /* free resident bytes kept regardless of age */

@@ -158,7 +158,7 @@ static size_t hk_free_total, hk_free_dirty;
 /* Counters (under the lock). */
 static size_t hk_live_n, hk_live_bytes, hk_live_peak, hk_mapped_bytes;
 static uint64_t hk_hits, hk_misses, hk_reuse_bytes, hk_refault_bytes, hk_purged_bytes;
-static uint64_t hk_in_place, hk_mremaps;
+static uint64_t hk_in_place, hk_mremaps, hk_gathers, hk_gathered_bytes;
 
 static inline void hk_live_grew(size_t n) {
     hk_live_bytes += n;
@@ -362,6 +362,86 @@ static void hk_free_block(struct hk_ext *e, uint64_t now) {
     hk_free_merge_insert(e);
 }
 
+/* --- gathering: a new block made of free extents' resident pages ---------------------------- */
+
+/* Free memory can be plentiful and resident yet in pieces, none long enough for a request:
+ * blocks of varied sizes freed in another order than they were allocated leave live blocks
+ * between the free ones. A new mapping would then fault in the whole block while those pages
+ * sit idle. Instead, a miss moves the resident pages of free extents into the new mapping
+ * (mremap, which moves page tables and copies nothing): the block costs no fresh pages where
+ * free ones were resident, and the footprint stays near the live size. The places they leave
+ * are unmapped. Only pieces worth a system call move, and a few per block, which also bounds
+ * the mappings the kernel has to keep apart. */
+#define HK_GATHER_MIN ((size_t)256 << 10)
+#define HK_GATHER_PIECES 8
+
+struct hk_gather {
+    struct hk_ext *piece[HK_GATHER_PIECES]; /* taken out of every table while they move */
+    size_t dirty[HK_GATHER_PIECES];         /* their dirt, should one have to go back */
+    unsigned n;
+};
+
+/* Under the lock: takes out of the free extents, newest first, the resident spans to fill up
+ * to len bytes; what is left of an extent around its span stays free. */
+static void hk_gather_take(struct hk_gather *g, size_t len) {
+    struct hk_ext *cand[HK_GATHER_PIECES];
+    unsigned nc = 0;
+    size_t want = 0;
+    for (struct hk_ext *e = hk_age_tail[HK_AGE_DIRTY]; e && nc < HK_GATHER_PIECES && want < len;
+         e = e->aprev) {
+        if (e->dirty < HK_GATHER_MIN) continue;
+        cand[nc++] = e;
+        want += e->dhi - e->dlo;
+    }
+    g->n = 0;
+    for (unsigned i = 0; i < nc && len >= HK_GATHER_MIN; i++) {
+        struct hk_ext *e = cand[i];
+        if (!hk_reserve(2)) break;
+        size_t t = e->dhi - e->dlo < len ? e->dhi - e->dlo : len;
+        uintptr_t lo = e->dlo, end = e->addr + e->len;
+        size_t mine = hk_dirt_in(e, lo, lo + t);
+        hk_free_remove(e);
+        if (lo > e->addr) hk_piece(e, e->addr, lo - e->addr, 0);
+        if (lo + t < end) hk_piece(e, lo + t, end - (lo + t), e->dirty - mine);
+        e->addr = lo;
+        e->len = t;
+        e->state = 0;
+        g->dirty[g->n] = mine;
+        g->piece[g->n++] = e;
+        len -= t;
+    }
+}
+
+/* Without the lock: moves the pieces to the front of the new mapping m of len bytes, one
+ * after the other; a piece that cannot move (it spans two mappings) is left where it is.
+ * Returns the bytes moved; a moved piece has SIZE_MAX for its dirt. */
+static size_t hk_gather_move(struct hk_gather *g, uintptr_t m) {
+    size_t off = 0;
+    for (unsigned i = 0; i < g->n; i++) {
+        struct hk_ext *e = g->piece[i];
+        if (hk_os_move((void *)e->addr, e->len, (void *)(m + off))) {
+            off += e->len;
+            g->dirty[i] = SIZE_MAX;
+        }
+    }
+    return off;
+}
+
+/* Under the lock: moved pieces' records go, the others are free again. */
+static void hk_gather_done(struct hk_gather *g, uint64_t now) {
+    for (unsigned i = 0; i < g->n; i++) {
+        struct hk_ext *e = g->piece[i];
+        if (g->dirty[i] == SIZE_MAX) {
+            hk_mapped_bytes -= e->len;
+            hk_ext_give(e);
+        } else {
+            hk_dirt_set(e, g->dirty[i], e->addr, e->addr + e->len);
+            if (!e->idle_since) e->idle_since = now;
+            hk_free_merge_insert(e);
+        }
+    }
+}
+
 /* --- the API -------------------------------------------------------------------------------- */
 
 /* Dirty bytes kept regardless of age: the policy's budget, or with ACE twice the peak of live
@@ -401,15 +481,19 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         hk_hits++;
         hk_reuse_bytes += len;
     } else {
-        /* Nothing free fits: map more, without the lock, and merge it with its free
-         * neighbours (the kernel often places a new mapping right below the previous one). */
+        /* Nothing free fits: map more, without the lock, gathering into it what free memory is
+         * resident. */
+        struct hk_gather g = {.n = 0};
+        if (align == HK_PAGE_SIZE && hk_free_dirty >= HK_GATHER_MIN) hk_gather_take(&g, len);
         hk_misses++;
         pthread_mutex_unlock(&hk_large_mutex);
         size_t map = len + (align > HK_PAGE_SIZE ? align : 0);
         if (map < len) map = len;
         if (map < HK_LARGE_MAP_MIN) map = HK_LARGE_MAP_MIN;
         void *m = hk_os_map(map);
+        size_t moved = m && g.n ? hk_gather_move(&g, (uintptr_t)m) : 0;
         hk_large_lock();
+        hk_gather_done(&g, now);
         if (!m) goto oom;
         if (!hk_reserve(3)) {
             pthread_mutex_unlock(&hk_large_mutex);
@@ -418,6 +502,32 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
             return NULL;
         }
         hk_mapped_bytes += map;
+        if (moved) {
+            /* The block starts the mapping, which begins with the moved resident pages; the
+             * rest of a mapping longer than the block is free. */
+            hk_gathers++;
+            hk_gathered_bytes += moved;
+            if (HK_TRACING(HK_T_LARGE))
+                hk_trace(HK_T_LARGE, "miss gathered (free resident pages moved into the block)",
+                         "bytes", len, "moved", moved, NULL, 0);
+            if (map > len) {
+                struct hk_ext *t = hk_ext_take();
+                t->addr = (uintptr_t)m + len;
+                t->len = map - len;
+                t->zero = 1;
+                hk_free_merge_insert(t);
+            }
+            e = hk_ext_take();
+            e->addr = (uintptr_t)m;
+            e->len = len;
+            e->state = HK_EXT_LIVE;
+            hk_tab_insert(&hk_by_start, e, 0);
+            hk_live_n++;
+            hk_live_grew(len);
+            *zeroed = 0;
+            pthread_mutex_unlock(&hk_large_mutex);
+            return m;
+        }
         e = hk_ext_take();
         e->addr = (uintptr_t)m;
         e->len = map;
@@ -643,6 +753,8 @@ void hk_large_stats(struct hak_stats *out) {
     out->large_purged_bytes = hk_purged_bytes;
     out->large_realloc_in_place = hk_in_place;
     out->large_realloc_mremap = hk_mremaps;
+    out->large_gathers = hk_gathers;
+    out->large_gathered_bytes = hk_gathered_bytes;
     out->mapped_bytes_now += hk_mapped_bytes;
     pthread_mutex_unlock(&hk_large_mutex);
 }

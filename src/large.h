@@ -16,7 +16,10 @@
  * extents idle for the purge delay have their pages released (madvise, the span only); while
  * the dirty bytes exceed the policy's large budget, the oldest have the top of their span
  * released, as much as is over; an extent with none left, idle for the unmap delay, is
- * unmapped. Live blocks are found by address in a hash table, so
+ * unmapped. A request that no free extent fits gets a new mapping, into which the resident
+ * spans of free extents are moved first (mremap: page tables move, nothing is copied), so
+ * free memory split between live blocks serves it without fresh pages and the footprint
+ * follows the live size. Live blocks are found by address in a hash table, so
  * free() and realloc() need no header and a pointer that is not a live block's start is
  * recognised. realloc grows in place into a free neighbour, shrinks in place, and otherwise
  * moves the pages with mremap, copying nothing. One mutex guards the tier; system calls run

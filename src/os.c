@@ -55,3 +55,13 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size) {
                  "bytes", old_size, "to", new_size);
     return q == MAP_FAILED ? NULL : q;
 }
+
+int hk_os_move(void *from, size_t size, void *to) {
+    HK_STAT_INC(os_mremap);
+    HK_STAT_ADD(os_mremap_bytes, size);
+    void *q = mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+    if (HK_TRACING(HK_T_OS))
+        hk_trace(HK_T_OS, q == MAP_FAILED ? "mremap (move) failed" : "mremap (move)", "addr@",
+                 (uintptr_t)from, "bytes", size, "to@", (uintptr_t)to);
+    return q != MAP_FAILED;
+}

@@ -14,4 +14,8 @@ void hk_os_release(void *p, size_t size) HK_INTERNAL;
 /* Grows or shrinks a mapping, possibly moving it; NULL on failure (old mapping intact). */
 void *hk_os_remap(void *p, size_t old_size, size_t new_size) HK_INTERNAL;
 
+/* Moves the pages of [from, from+size) to [to, to+size), replacing what was mapped there; the
+ * source range is then unmapped. 0 on failure (nothing moved: the source may span mappings). */
+int hk_os_move(void *from, size_t size, void *to) HK_INTERNAL;
+
 #endif

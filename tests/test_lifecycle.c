@@ -244,6 +244,51 @@ TEST(large_blocks_land_on_resident_pages) {
     hak_free(c);
 }
 
+/* Free memory in pieces, none long enough for a request, is not left idle beside a new
+ * mapping: its resident pages are moved into the new block, which then needs no fresh pages
+ * and maps no more memory than was free. calloc of such a block clears it. */
+TEST(large_miss_gathers_resident_free_pieces) {
+    size_t mib = (size_t)1 << 20;
+    for (int round = 0; round < 2; round++) {
+        hak_trim(); /* no free extent left to fit the request */
+        unsigned char *a = hak_malloc(8 * mib), *b = hak_malloc(2 * mib);
+        unsigned char *c = hak_malloc(8 * mib), *d = hak_malloc(2 * mib);
+        CHECK(a && b && c && d);
+        memset(a, 0xa5, 8 * mib);
+        memset(c, 0x5a, 8 * mib);
+        hak_free(a);
+        hak_free(c);
+        struct hak_stats s0 = stats();
+        size_t n = 14 * mib;
+        unsigned char *e = round == 0 ? hak_malloc(n) : hak_calloc(1, n);
+        struct hak_stats s1 = stats();
+        CHECK(e != NULL);
+        CHECKF(s1.large_gathers - s0.large_gathers == 1 &&
+                   s1.large_gathered_bytes - s0.large_gathered_bytes == n,
+               "%zu gathers, %zu KiB moved", s1.large_gathers - s0.large_gathers,
+               (s1.large_gathered_bytes - s0.large_gathered_bytes) >> 10);
+        CHECKF(s1.mapped_bytes_now == s0.mapped_bytes_now, "mapped %+td KiB",
+               (ptrdiff_t)(s1.mapped_bytes_now - s0.mapped_bytes_now) / 1024);
+        CHECKF(s1.large_free_dirty_now + n == s0.large_free_dirty_now,
+               "free resident %zu KiB before, %zu after", s0.large_free_dirty_now >> 10,
+               s1.large_free_dirty_now >> 10);
+        if (round == 0) {
+            CHECKF(resident(e, n) == n / 4096, "%zu of %zu pages resident before use",
+                   resident(e, n), n / 4096);
+        } else {
+            size_t nonzero = 0;
+            for (size_t i = 0; i < n; i++) nonzero += e[i] != 0;
+            CHECKF(nonzero == 0, "%zu bytes of the calloc block are not zero", nonzero);
+        }
+        memset(e, 1, n);
+        CHECK(hak_usable_size(e) >= n);
+        hak_free(e);
+        hak_free(b);
+        hak_free(d);
+    }
+    hak_trim();
+}
+
 /* Sizes on both sides of every boundary: small, mid and large tiers. */
 TEST(boundaries_of_every_tier) {
     static const size_t edges[] = {128, 1024, 32768, 40960, 65536, 131072, 262144, 524288,
@@ -604,6 +649,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "fixed")) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);
+        RUN(large_miss_gathers_resident_free_pieces);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);
         RUN(boundaries_of_every_tier);
         RUN(alignment_in_every_tier);
