@@ -370,10 +370,16 @@ static void hk_free_block(struct hk_ext *e, uint64_t now) {
  * sit idle. Instead, a miss moves the resident pages of free extents into the new mapping
  * (mremap, which moves page tables and copies nothing): the block costs no fresh pages where
  * free ones were resident, and the footprint stays near the live size. The places they leave
- * are unmapped. Only pieces worth a system call move, and a few per block, which also bounds
- * the mappings the kernel has to keep apart. */
+ * are unmapped. Only pieces worth a system call move, and a few per block. Each moved piece
+ * is a mapping of its own to the kernel, which does not merge it with its neighbours, and
+ * their count only grows while the tier keeps memory mapped (bench/large: 1,183 mappings
+ * after 200,000 blocks, against 45 without gathering); gathering stops after HK_GATHER_CAP
+ * pieces, far below the kernel's limit of 65,530 mappings, until the tier has nothing mapped. */
 #define HK_GATHER_MIN ((size_t)256 << 10)
 #define HK_GATHER_PIECES 8
+#define HK_GATHER_CAP 8192
+
+static size_t hk_moved_pieces; /* pieces moved while the tier has had memory mapped */
 
 struct hk_gather {
     struct hk_ext *piece[HK_GATHER_PIECES]; /* taken out of every table while they move */
@@ -432,6 +438,7 @@ static void hk_gather_done(struct hk_gather *g, uint64_t now) {
     for (unsigned i = 0; i < g->n; i++) {
         struct hk_ext *e = g->piece[i];
         if (g->dirty[i] == SIZE_MAX) {
+            hk_moved_pieces++;
             hk_mapped_bytes -= e->len;
             hk_ext_give(e);
         } else {
@@ -484,7 +491,9 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         /* Nothing free fits: map more, without the lock, gathering into it what free memory is
          * resident. */
         struct hk_gather g = {.n = 0};
-        if (align == HK_PAGE_SIZE && hk_free_dirty >= HK_GATHER_MIN) hk_gather_take(&g, len);
+        if (align == HK_PAGE_SIZE && hk_free_dirty >= HK_GATHER_MIN &&
+            hk_moved_pieces < HK_GATHER_CAP)
+            hk_gather_take(&g, len);
         hk_misses++;
         pthread_mutex_unlock(&hk_large_mutex);
         size_t map = len + (align > HK_PAGE_SIZE ? align : 0);
@@ -704,6 +713,7 @@ size_t hk_large_decay(uint64_t now, int force) {
             hk_mapped_bytes -= unmap[i]->len;
             hk_ext_give(unmap[i]);
         }
+        if (hk_mapped_bytes == 0) hk_moved_pieces = 0; /* every moved piece is unmapped */
         for (unsigned i = 0; i < np; i++) {
             e = purge[i];
             size_t gone = lo[i] == e->dlo ? e->dirty : hk_dirt_in(e, lo[i], hi[i]);
