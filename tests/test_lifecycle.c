@@ -282,6 +282,13 @@ TEST(large_miss_gathers_resident_free_pieces) {
         }
         memset(e, 1, n);
         CHECK(hak_usable_size(e) >= n);
+        /* A gathered block is several kernel mappings: growing it moves them all, or copies. */
+        unsigned char *f = hak_realloc(e, 3 * n);
+        CHECK(f != NULL);
+        size_t lost = 0;
+        for (size_t i = 0; i < n; i += 4096) lost += f[i] != 1 || f[i + 4095] != 1;
+        CHECKF(lost == 0, "%zu pages lost their contents in realloc", lost);
+        e = f;
         hak_free(e);
         hak_free(b);
         hak_free(d);
