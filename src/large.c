@@ -316,6 +316,14 @@ static void hk_piece(const struct hk_ext *e, uintptr_t addr, size_t len, size_t 
     hk_free_insert(x);
 }
 
+/* Makes e (addr and len set, in no table) a live block. */
+static void hk_live_insert(struct hk_ext *e) {
+    e->state = HK_EXT_LIVE;
+    hk_tab_insert(&hk_by_start, e, 0);
+    hk_live_n++;
+    hk_live_grew(e->len);
+}
+
 /* Where in free extent e a block of len bytes at alignment align goes: at e's start, or at
  * its end where that covers more of e's dirt (those pages are resident already: a block placed
  * elsewhere would fault in fresh pages while they sit idle). Never in between, which would
@@ -347,10 +355,7 @@ static struct hk_ext *hk_carve(struct hk_ext *e, size_t len, size_t align, size_
     e->len = len;
     e->dirty = 0;
     e->dlo = e->dhi = 0;
-    e->state = HK_EXT_LIVE;
-    hk_tab_insert(&hk_by_start, e, 0);
-    hk_live_n++;
-    hk_live_grew(len);
+    hk_live_insert(e);
     return e;
 }
 
@@ -529,10 +534,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
             e = hk_ext_take();
             e->addr = (uintptr_t)m;
             e->len = len;
-            e->state = HK_EXT_LIVE;
-            hk_tab_insert(&hk_by_start, e, 0);
-            hk_live_n++;
-            hk_live_grew(len);
+            hk_live_insert(e);
             *zeroed = 0;
             pthread_mutex_unlock(&hk_large_mutex);
             return m;
