@@ -954,6 +954,10 @@ void *hk_heap_corrupt(unsigned c, void *b) {
     return hk_heap_refill(c);
 }
 
+void *hk_heap_corrupt_size(size_t n, void *b) {
+    return hk_heap_corrupt(hk_tls.class_table[(n + 15) >> 4], b);
+}
+
 /* --- thread exit ---------------------------------------------------------------------------- */
 
 /* Hands an owned slab that is no longer current back to the pool, or orphans it. */

@@ -2,7 +2,8 @@
  *
  * Fast paths (inlined into malloc and free, see malloc.c):
  *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
- *              checked, hk_link_ok), clear the block's free mark (block.h).
+ *              checked, hk_link_ok), prefetch the new head (hk_block_prefetch), clear the
+ *              block's free mark (block.h).
  *   free(p):   e = owned[(p >> 16) % HK_OWNED]; off = p - e->base below e->lim means p lies
  *              in the carved part of one of this thread's small slabs, current or not;
  *              off * e->div within 16 bits (HK_BLOCK_DIV) means p is a block start; p
@@ -210,6 +211,9 @@ static inline int hk_link_ok_small(const void *b, const void *n, unsigned c) {
 /* Reports the cache of class c as corrupt at block b; then (with HAKMEM_ON_ERROR=warn: by
  * default the report aborts) drops the cache and allocates from a refill. */
 void *hk_heap_corrupt(unsigned c, void *b) HK_INTERNAL HK_COLD;
+/* The same for the class the thread's class table gives a request of n <= HK_TABLE_MAX bytes
+ * (malloc's fast path: it keeps n, not the class, at hand for the call). */
+void *hk_heap_corrupt_size(size_t n, void *b) HK_INTERNAL HK_COLD;
 
 /* free of block start p of small slab s, which the calling thread owns, off its fast path:
  * waits for a helper that has claimed the heap, then frees. */
@@ -252,6 +256,7 @@ static inline void *hk_heap_alloc(unsigned c) {
         void *n = hk_link_get(b);
         if (HK_UNLIKELY(!hk_link_ok(b, n, c))) return hk_heap_corrupt(c, b);
         hk_tls.free[c] = n;
+        hk_block_prefetch(n);
         hk_mark_live(b);
         return b;
     }

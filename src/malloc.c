@@ -96,6 +96,7 @@ static inline void *hk_guarded_alloc(unsigned c, size_t n, int small) {
         if (HK_UNLIKELY(!(small ? hk_link_ok_small(b, next, c) : hk_link_ok(b, next, c))))
             return hk_guarded_corrupt(c, b, n);
         hk_tls.free[c] = next;
+        hk_block_prefetch(next);
         hk_mark_live(b);
         hk_guard_arm(b, n, hk_class_size[c]);
         return b;
@@ -128,8 +129,9 @@ HK_EXPORT void *hak_malloc(size_t n) {
         void *b = hk_tls.free[c];
         if (HK_LIKELY(b != NULL)) {
             void *next = hk_link_get(b);
-            if (HK_UNLIKELY(!hk_link_ok(b, next, c))) return hk_heap_corrupt(c, b);
+            if (HK_UNLIKELY(!hk_link_ok(b, next, c))) return hk_heap_corrupt_size(n, b);
             hk_tls.free[c] = next;
+            hk_block_prefetch(next);
             hk_mark_live(b);
             return b;
         }
