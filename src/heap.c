@@ -101,12 +101,18 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * owner had freed its last block.
  *
  * Exclusion without a read-modify-write on the owner's side: wherever the owner changes slab
- * state (its slow paths, and free's fast path, heap.h) it stores busy, loads its record's
- * claim, and clears busy when done (hk_heap_enter, hk_heap_leave, hk_heap_free_fast). A helper
- * claims the record, then membarrier(PRIVATE_EXPEDITED) makes every running thread of the
- * process pass a full barrier, and then the helper reads busy. Either the owner's busy is
- * visible by then and the helper backs off (the next scan tries again), or the owner sees the
- * claim and waits for it. A helper changes slab lists, slabs' free lists and counts, the
+ * state (its slow paths, and free's fast path, heap.h) it stores busy, loads its heap's
+ * claimed flag, and clears busy when done (hk_heap_enter, hk_heap_leave, hk_heap_free_fast).
+ * A helper claims the record (a CAS, which keeps helpers apart), sets the heap's flag, then
+ * membarrier(PRIVATE_EXPEDITED) makes every running thread of the process pass a full barrier,
+ * and then the helper reads busy. Either the owner's busy is visible by then and the helper
+ * backs off (the next scan tries again), or the owner sees the flag and waits for it. The
+ * flag lives in the owner's thread-local heap so that free's fast path reads it without
+ * going through the record; an exiting owner therefore waits for any claim on its record
+ * after it has unpublished its heap (hk_heap_teardown), so that no helper writes to
+ * thread-local storage that is gone. A helper holds the owner lock while it works, so fork
+ * (which takes it) never copies a heap flagged by a thread the child does not have. A helper
+ * changes slab lists, slabs' free lists and counts, the
  * heap's lists and batches, never the thread's caches, stashes or owned-slab table, which the
  * owner's malloc fast path reads without marking itself busy. Without membarrier (kernels
  * before 4.14, seccomp filters) inboxes wait for their owners; under ThreadSanitizer, which
@@ -114,14 +120,14 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
 
 #define HK_HELP_MS 10
 
-/* A helper has claimed the calling thread's record: waits until it is done. */
-static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_heap *h, struct hk_owner *o) {
+/* A helper has claimed the calling thread's heap: waits until it is done. */
+static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_heap *h) {
     do {
         atomic_store_explicit(&h->busy, 0, memory_order_release);
-        while (atomic_load_explicit(&o->claim, memory_order_acquire)) sched_yield();
+        while (atomic_load_explicit(&h->claimed, memory_order_acquire)) sched_yield();
         atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst);
-    } while (atomic_load_explicit(&o->claim, memory_order_acquire));
+    } while (atomic_load_explicit(&h->claimed, memory_order_acquire));
 }
 
 #if !defined(__SANITIZE_THREAD__)
@@ -134,18 +140,17 @@ static _Atomic uint64_t hk_help_next;
  * refill refills again (hk_heap_corrupt), and the outer refill, once the inner one has left,
  * only returns the block. */
 static inline void hk_heap_enter(struct hk_heap *h) {
-    struct hk_owner *o = h->owner;
     atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* membarrier orders the store and the load */
-    if (o && HK_UNLIKELY(atomic_load_explicit(&o->claim, memory_order_acquire))) hk_heap_wait(h, o);
+    if (HK_UNLIKELY(atomic_load_explicit(&h->claimed, memory_order_acquire))) hk_heap_wait(h);
 }
 
 static inline void hk_heap_leave(struct hk_heap *h) {
     atomic_store_explicit(&h->busy, 0, memory_order_release);
 }
 
-/* A full barrier on every running thread of the process: 1, or 0 where there is none. */
-static int hk_membarrier(void) {
+/* Whether the process may use hk_membarrier (registers it the first time). */
+static int hk_membarrier_ok(void) {
 #if defined(__SANITIZE_THREAD__)
     return 0;
 #else
@@ -154,8 +159,13 @@ static int hk_membarrier(void) {
         st = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
         atomic_store_explicit(&hk_mb_state, st, memory_order_relaxed);
     }
-    return st > 0 && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+    return st > 0;
 #endif
+}
+
+/* A full barrier on every running thread of the process: 1, or 0 if it failed. */
+static int hk_membarrier(void) {
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
 static void hk_heap_free_lists(struct hk_heap *h, void *lists[HK_LANES]);
@@ -165,13 +175,19 @@ static void hk_batch_flush_all(struct hk_heap *h);
  * path now. */
 static void hk_heap_help(struct hk_owner *o) {
     unsigned free_claim = 0;
-    if (!atomic_compare_exchange_strong_explicit(&o->claim, &free_claim, 1, memory_order_acq_rel,
+    /* seq_cst, with the load of heap below: against the exiting owner's store of NULL and its
+     * load of claim (hk_heap_teardown), one of the two sides sees the other. */
+    if (!atomic_compare_exchange_strong_explicit(&o->claim, &free_claim, 1, memory_order_seq_cst,
                                                  memory_order_relaxed))
         return;
+    struct hk_heap *oh = atomic_load_explicit(&o->heap, memory_order_seq_cst);
+    if (oh == NULL) {
+        atomic_store_explicit(&o->claim, 0, memory_order_release);
+        return;
+    }
     int err = errno; /* a failed syscall must not show through malloc */
-    struct hk_heap *oh;
-    if (hk_membarrier() && (oh = atomic_load_explicit(&o->heap, memory_order_acquire)) != NULL &&
-        !atomic_load_explicit(&oh->busy, memory_order_acquire)) {
+    atomic_store_explicit(&oh->claimed, 1, memory_order_relaxed);
+    if (hk_membarrier() && !atomic_load_explicit(&oh->busy, memory_order_acquire)) {
         void *lists[HK_LANES];
         hk_owner_take(o, lists);
         int any = 0;
@@ -186,6 +202,7 @@ static void hk_heap_help(struct hk_owner *o) {
         }
     }
     errno = err;
+    atomic_store_explicit(&oh->claimed, 0, memory_order_release);
     atomic_store_explicit(&o->claim, 0, memory_order_release);
 }
 
@@ -204,7 +221,10 @@ static void hk_heap_help_idle(struct hk_heap *h, uint64_t now) {
             void *was = atomic_exchange_explicit(&o->seen[l], in, memory_order_relaxed);
             stale |= in != NULL && in != HK_INBOX_CLOSED && in == was;
         }
-        if (stale && o != h->owner) hk_heap_help(o);
+        if (stale && o != h->owner && hk_membarrier_ok() && hk_owner_trylock()) {
+            hk_heap_help(o);
+            hk_owner_unlock();
+        }
     }
 }
 
@@ -1012,7 +1032,10 @@ static void hk_heap_teardown(struct hk_heap *h) {
     for (unsigned l = 0; l < HK_LANES; l++)
         if (lists[l] == HK_INBOX_CLOSED) lists[l] = NULL; /* closed before: nothing came */
     hk_heap_free_lists(h, lists); /* not batched: hooked is 0 */
-    atomic_store_explicit(&o->heap, NULL, memory_order_relaxed); /* helpers: nothing to do */
+    /* Helpers: nothing to do. One that loaded the heap before this store holds the claim:
+     * this thread's storage must outlive its flag on it (see "Idle owners"). */
+    atomic_store_explicit(&o->heap, NULL, memory_order_seq_cst);
+    while (atomic_load_explicit(&o->claim, memory_order_seq_cst)) sched_yield();
     memset(h->owned, 0, sizeof h->owned); /* emptied above; nothing may point at a slab now */
     hk_heap_leave(h);
     hk_owner_retire(o);

@@ -41,7 +41,8 @@
  *
  * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
  * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
- * free fast path stores busy, checks that no helper has claimed the heap, and clears busy.
+ * free fast path stores busy, checks that no helper has claimed the heap (a flag in the heap
+ * itself, so the check is one load), and clears busy.
  *
  * Footprint: a class whose cache and current slab have not changed for the purge delay, as
  * the thread's ticks see them, gives its cache back to the slab and the slab up (to the
@@ -110,6 +111,8 @@ struct hk_batch {
 struct hk_heap {
     void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
     _Atomic unsigned char busy;           /* changing slab state (see above) */
+    _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
+                                           * (heap.c, "Idle owners"): wait for it */
     uint32_t block_div[HK_NSMALL];        /* HK_BLOCK_DIV of each small class size */
     uint8_t class_table[HK_TABLE_MAX / 16 + 1]; /* copy of hk_class_table */
     struct hk_slab *cur[HK_NCLASS + 1];   /* current slab per class */
@@ -231,7 +234,7 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
     struct hk_slab *s = e->slab;
     atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* the helper's membarrier orders store and load */
-    if (HK_UNLIKELY(atomic_load_explicit(&h->owner->claim, memory_order_acquire))) {
+    if (HK_UNLIKELY(atomic_load_explicit(&h->claimed, memory_order_acquire))) {
         atomic_store_explicit(&h->busy, 0, memory_order_release);
         return 0;
     }

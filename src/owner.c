@@ -89,5 +89,7 @@ void hk_owner_tally(struct hk_tally_sum *sum) {
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
+int hk_owner_trylock(void) { return pthread_mutex_trylock(&hk_owner_mutex) == 0; }
+void hk_owner_unlock(void) { pthread_mutex_unlock(&hk_owner_mutex); }
 void hk_owner_lock_all(void) { pthread_mutex_lock(&hk_owner_mutex); }
 void hk_owner_unlock_all(void) { pthread_mutex_unlock(&hk_owner_mutex); }

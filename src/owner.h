@@ -28,9 +28,9 @@ struct hk_owner {
     struct hk_owner *next_free; /* recycling list */
     struct hk_owner *next_all;  /* every record ever made; set before it is published */
     char pad[16];               /* one cache line for the inbox: pushers contend on it */
-    /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record;
-     * the owner's heap says whether it is busy. */
-    _Atomic unsigned claim;     /* nonzero while a helper works on the owner's heap */
+    /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record,
+     * then flags the owner's heap; the heap says whether it is busy. */
+    _Atomic unsigned claim;     /* nonzero while a helper holds the record */
     _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
     _Atomic(void *) seen[HK_LANES]; /* the inbox as the last scan for idle owners saw it */
     struct hk_tally tally;      /* the thread's operation counts (stats.h) */
@@ -88,6 +88,11 @@ static inline void hk_owner_close(struct hk_owner *o, void *lists[HK_LANES]) {
         lists[i] = atomic_exchange_explicit(&o->inbox[i], HK_INBOX_CLOSED, memory_order_acq_rel);
 }
 
+/* The lock that fork takes (hk_owner_lock_all) and that a helper holds while it works on
+ * another thread's heap, so that no child is forked with a heap flagged as claimed by a
+ * thread it does not have: 1 if taken. */
+int hk_owner_trylock(void) HK_INTERNAL;
+void hk_owner_unlock(void) HK_INTERNAL;
 void hk_owner_lock_all(void) HK_INTERNAL;
 void hk_owner_unlock_all(void) HK_INTERNAL;
 
