@@ -91,7 +91,8 @@ struct hk_superslab {
     uint32_t avail;                   /* bit i: slot i is UNUSED or EMPTY (can be taken) */
     uint32_t npurging;                /* slots being released right now */
     uint8_t in_list;                  /* HK_SSL_* (pool.c) */
-    uint8_t pad0[3];
+    uint8_t run;                      /* on the partial lists: its longest run of free slots */
+    uint8_t pad0[2];
     uint64_t idle_since;              /* when its last ACTIVE slot went (cached SuperSlabs) */
     uint8_t pad1[80];
     struct hk_slab slabs[HK_SLABS];   /* slabs[0] describes the header slot and serves nothing */
