@@ -4,10 +4,9 @@
  * here, in stages:
  *   stage 1  an EMPTY slab that last served class c (its pages are warm, its length right):
  *            from the class's front first, then from the pool proper
- *   stage 2  a run of free slots: an EMPTY slab of another class as long (resident pages),
- *            else a run of UNUSED or EMPTY slots in a SuperSlab in use, found in constant
- *            time: SuperSlabs wait on lists by their longest free run, the shortest that
- *            fits is taken (an EMPTY slab of a cached SuperSlab counts as stage 3)
+ *   stage 2  a run of free slots (UNUSED, or EMPTY of other classes) in a SuperSlab in use,
+ *            found in constant time: SuperSlabs wait on lists by their longest free run; a
+ *            run of EMPTY slots in one of the first few that fit, else the tightest fit
  *   stage 3  a whole free SuperSlab: from the cache first, then a new mapping
  * so new memory is mapped only when no free run exists anywhere (DESIGN invariant 2).
  *
