@@ -156,6 +156,73 @@ TEST(stage_counts_follow_the_script) {
 #undef DELTA
 }
 
+/* DESIGN invariant 2 across many SuperSlabs: a run of free slots in any SuperSlab in use
+ * serves a span before anything new is mapped, wherever that SuperSlab is among the others
+ * (stage 2 finds it by its longest free run, pool.c). Every run long enough for a 1 MiB span
+ * is used up first, then several SuperSlabs are filled with 32 KiB slabs (one slot each), and
+ * 16 neighbouring slabs in the middle one are freed: the 1 MiB block must land there. */
+TEST(stage2_finds_a_run_among_many_superslabs) {
+    enum { MAXP = 64, MAXQ = 2048, NEWSS = 4 };
+    const size_t M = (size_t)1 << 20, Q = 32768;
+    static void *p[MAXP], *q[MAXQ];
+    static uintptr_t fresh[NEWSS + 1];
+    size_t np = 0, nq = 0, nfresh = 0;
+    struct hak_stats a = stats(), b;
+    /* No run of 16 free slots left anywhere: 1 MiB blocks until one needs a new SuperSlab. */
+    do {
+        p[np++] = hak_malloc(M);
+        b = stats();
+    } while (b.acquire_stage3_mmap == a.acquire_stage3_mmap && np < MAXP);
+    CHECKF(b.acquire_stage3_mmap > a.acquire_stage3_mmap, "no new SuperSlab after %zu blocks", np);
+    /* 32 KiB slabs fill every shorter run, then NEWSS new SuperSlabs, the last until it has no
+     * run of 16 left either. */
+    for (;;) {
+        a = stats();
+        void *x = hak_malloc(Q);
+        CHECK(x != NULL && nq < MAXQ);
+        q[nq++] = x;
+        b = stats();
+        struct hk_superslab *ss = hk_ss_of((uintptr_t)x);
+        if (b.acquire_stage3_mmap > a.acquire_stage3_mmap) fresh[nfresh++] = (uintptr_t)ss;
+        if (nfresh == NEWSS) {
+            uint32_t m = ss->avail; /* longest free run of the newest: below 16? */
+            for (unsigned j = 1; j < 16 && m; j++) m &= ss->avail >> j;
+            if (!m) break;
+        }
+    }
+    /* In the second new SuperSlab, 16 neighbouring slots that hold only these blocks. */
+    uintptr_t base = fresh[1];
+    unsigned count[HK_SLABS] = {0};
+    for (size_t i = 0; i < nq; i++)
+        if (((uintptr_t)q[i] & ~(HK_SS_SIZE - 1)) == base)
+            count[((uintptr_t)q[i] >> HK_SLAB_SHIFT) & (HK_SLABS - 1)]++;
+    unsigned w = 0, run = 0;
+    for (unsigned j = 1; j < HK_SLABS && run < 16; j++) {
+        run = count[j] == 2 ? run + 1 : 0;
+        w = j + 1 - run;
+    }
+    CHECKF(run == 16, "no 16 slots of 32 KiB slabs side by side in a filled SuperSlab");
+    uintptr_t lo = base + ((uintptr_t)w << HK_SLAB_SHIFT), hi = lo + ((uintptr_t)16 << HK_SLAB_SHIFT);
+    for (size_t i = 0; i < nq; i++)
+        if ((uintptr_t)q[i] >= lo && (uintptr_t)q[i] < hi) {
+            hak_free(q[i]);
+            q[i] = NULL;
+        }
+    a = stats();
+    void *x = hak_malloc(M);
+    b = stats();
+    CHECKF(b.acquire_stage2 - a.acquire_stage2 == 1 && b.acquire_stage1 == a.acquire_stage1 &&
+               b.acquire_stage3_cache == a.acquire_stage3_cache &&
+               b.acquire_stage3_mmap == a.acquire_stage3_mmap,
+           "stages %zu %zu %zu %zu, expected 0 1 0 0", b.acquire_stage1 - a.acquire_stage1,
+           b.acquire_stage2 - a.acquire_stage2, b.acquire_stage3_cache - a.acquire_stage3_cache,
+           b.acquire_stage3_mmap - a.acquire_stage3_mmap);
+    CHECKF((uintptr_t)x >= lo && (uintptr_t)x + M <= hi, "the span is not in the freed slots");
+    hak_free(x);
+    for (size_t i = 0; i < nq; i++) hak_free(q[i]);
+    for (size_t i = 0; i < np; i++) hak_free(p[i]);
+}
+
 /* A slab that goes back and forth between a thread and the pool, in a SuperSlab busy with
  * other slabs, passes through its class's front: the pool's mutex is not taken for it. With no
  * soft cap each round gives two slabs back and takes them again. */
@@ -653,6 +720,7 @@ int main(int argc, char **argv) {
         RUN(large_budget_releases_only_the_excess);
         RUN(stage_counts_follow_the_script);
         RUN(slab_round_trips_take_no_global_lock);
+        RUN(stage2_finds_a_run_among_many_superslabs);
     } else if (!strcmp(mode, "fixed")) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);
