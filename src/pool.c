@@ -21,9 +21,9 @@ static void hk_pool_lock(void) { HK_LOCK_COUNTED(&hk_pool_mutex, pool_lock, pool
 static struct hk_slab *hk_empty[HK_NCLASS + 1];
 static struct hk_slab *hk_age_head, *hk_age_tail; /* every EMPTY slab, oldest first */
 /* SuperSlabs with ACTIVE and free slots, by the length of their longest run of free slots
- * (1 .. HK_SLABS - 1): stage 2 finds a run of k slots in the first SuperSlab of the first
- * list from k on, without looking at the others. A single list, walked until a run fitted,
- * made a 1 GiB program of mixed sizes look at 166 SuperSlab headers per acquisition. */
+ * (1 .. HK_SLABS - 1): every SuperSlab on the lists from k on has a run of k slots, so stage 2
+ * looks at a few of them at most. A single list, walked until a run fitted, made a 1 GiB
+ * program of mixed sizes look at 166 SuperSlab headers per acquisition. */
 static struct hk_superslab *hk_partial[HK_SLABS];
 static struct hk_superslab *hk_cache_head, *hk_cache_tail; /* no ACTIVE slot, newest first */
 static size_t hk_ncache, hk_nss, hk_nactive_slots, hk_empty_bytes;
@@ -322,6 +322,7 @@ static struct hk_slab *hk_pool_traced(struct hk_slab *s, unsigned c, const char 
 static struct hk_slab *hk_take_run(struct hk_superslab *ss, unsigned i, unsigned k, unsigned c,
                                    uint64_t now) {
     int cached = ss->in_list == HK_SSL_CACHE;
+    HK_ASSERT(i + k <= HK_SLABS); /* a list promised a run that is not there */
     hk_claim_run(ss, i, k, now);
     if (cached) HK_STAT_INC(acquire_stage3_cache);
     else HK_STAT_INC(acquire_stage2);
