@@ -333,8 +333,13 @@ static void *hk_carve_list(struct hk_heap *h, char *p, uint32_t n, uint32_t bs) 
 }
 #endif
 
+/* A thread's first carve of a class takes 8 blocks, and each one after it twice as many, up
+ * to the whole batch: a thread that allocates a few blocks of a class leaves few carved and
+ * unused in its cache, where its exit has to walk them back to their slab (with 16 KiB a
+ * carve, 5.6% of mixed_churn's samples were that walk). */
 static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     uint32_t bs = s->bsize, n = hk_carve_batch(bs), left = s->capacity - s->carved;
+    if (c < HK_NSMALL && (8u << h->carves[c]) < n) n = 8u << h->carves[c]++;
     if (n > left) n = left;
     h->free[c] = hk_carve_list(h, hk_slab_base(s) + (size_t)s->carved * bs, n, bs);
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */

@@ -138,6 +138,8 @@ struct hk_heap {
     /* Blocks of other slabs than the current one pushed into free[c] since its last refill
      * (the stash: at most hk_stash_max[c]; see "Reuse" above): at least as many as it holds. */
     uint8_t nstash[HK_NSMALL];
+    uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
+                                           * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */

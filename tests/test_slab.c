@@ -2,6 +2,7 @@
  * after any sequence of operations, empty slabs are reused before new memory is mapped, empty
  * SuperSlabs are cached and then trimmed, and large blocks grow without a copy. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -41,6 +42,38 @@ TEST(carving_is_lazy) {
     CHECK(resident_pages(base + carved_end, HK_SLAB_SIZE - carved_end) == 0);
     CHECK(resident_pages(base, carved_end) > 0);
     hak_free(p);
+}
+
+/* A thread's first carve of a class takes 8 blocks and each later one twice as many, up to the
+ * class's batch: a thread that allocates a few blocks leaves few carved in its cache. Run in a
+ * new thread, whose heap has carved nothing yet. */
+static void *carve_ramp(void *arg) {
+    (void)arg;
+    enum { N = 8 + 16 + 32 };
+    static void *p[N + 1];
+    int ok = 1;
+    unsigned c = hk_class_of(32);
+    p[0] = hak_malloc(32);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p[0]);
+    uint32_t start = s->carved - 8; /* the slab may have been carved by a thread before */
+    ok &= s->cls == c && hk_tls.cur[c] == s;
+    for (unsigned i = 1; i <= N && ok; i++) {
+        p[i] = hak_malloc(32);
+        ok &= hk_slab_of((uintptr_t)p[i]) == s;
+        /* Blocks 1..8 from the first carve, 9..24 from a second of 16, 25..56 from a third. */
+        uint32_t expect = i < 8 ? 8 : i < 24 ? 24 : i < 56 ? 56 : 120;
+        ok &= s->carved - start == expect;
+    }
+    for (unsigned i = 0; i <= N; i++) hak_free(p[i]);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(a_thread_carves_more_as_it_allocates_more) {
+    pthread_t t;
+    void *ok = NULL;
+    CHECK(pthread_create(&t, NULL, carve_ramp, NULL) == 0);
+    CHECK(pthread_join(t, &ok) == 0);
+    CHECK(ok == (void *)1);
 }
 
 #define NLIVE 6000
@@ -198,6 +231,7 @@ TEST(pointer_to_slab_is_arithmetic) {
 int main(void) {
     TEST_MAIN_BEGIN("slab");
     RUN(carving_is_lazy);
+    RUN(a_thread_carves_more_as_it_allocates_more);
     RUN(live_counts_exact_after_random_operations);
     RUN(frees_to_slabs_beyond_the_table_are_exact);
     RUN(empty_slabs_are_reused_before_mapping);
