@@ -455,6 +455,7 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
  * delay (or beyond a cap that ACE lowered) go to the pool, and current slabs of classes quiet
  * for as long are let go; then the process-wide tick. */
 static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
+    HK_ASSERT(h == &hk_tls); /* a helper never runs an owner's tick (hk_heap_emptied) */
     h->next_tick = now + HK_TICK_MS;
     uint64_t delay = hk_pol_purge_delay();
     uint64_t older = now > delay ? now - delay + 1 : 0;
@@ -498,7 +499,10 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
     } else {
         hk_heap_release(s, now);
     }
-    if (now >= h->next_tick) hk_heap_tick(h, now);
+    /* Only the heap's own thread runs its tick: a helper applying an idle owner's inbox (see
+     * "Idle owners") comes here for the owner's slabs, and the tick gives back caches that
+     * the owner's malloc fast path pops without marking itself busy. */
+    if (h == &hk_tls && now >= h->next_tick) hk_heap_tick(h, now);
 }
 
 static void hk_heap_drain(struct hk_heap *h);
