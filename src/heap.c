@@ -392,10 +392,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     struct hk_slab *s = h->cur[c];
     void *b = h->free[c], *away = NULL;
     h->free[c] = NULL;
-    if (c < HK_NSMALL) {
-        h->nstash[c] = 0;
-        h->stash_full &= ~((uint64_t)1 << c);
-    }
+    if (c < HK_NSMALL) h->nstash[c] = 0;
     uintptr_t base = s ? (uintptr_t)hk_slab_base(s) : 0, span = s ? hk_slab_bytes(s) : 0;
     if (s) {
         /* Usually every block is the current slab's: the list goes back whole. */
@@ -707,48 +704,12 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
 /* Puts small block p of class c (its slab goes on counting it as live) onto the calling
  * thread's cache as part of its stash, if the thread allocates the class (it has a current slab
  * of it: a consumer that only frees sends every block home) and the stash has room. */
-static int hk_stash_recount(struct hk_heap *h, unsigned c);
-
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash ||
-        (h->nstash[c] >= hk_stash_max[c] && !hk_stash_recount(h, c)))
+    if (c >= HK_NSMALL || h->cur[c] == NULL || h->nstash[c] >= hk_stash_max[c] || !h->hooked ||
+        h->no_stash)
         return 0;
     hk_block_push(&h->free[c], p);
     h->nstash[c]++;
-    return 1;
-}
-
-/* Cache entries a recount follows at most: a cache is mostly the current slab's blocks, up to
- * a carve batch (1,024 of 16 bytes) and what the thread freed to it. */
-#define HK_RECOUNT_STEPS 2048u
-
-/* The stash of class c has had its fill since the cache last ran empty, but the program has
- * usually taken most of it again (a stashed block is the next one malloc hands out): counts
- * the other slabs' blocks the cache still holds, and returns 1 if there is room. A thread
- * whose mallocs and frees of a class balance never runs its cache empty, and without this
- * sent every block of other threads home after its first 32 KiB: shared_swap with 16
- * threads (on 2 cores) put 43% of all its frees through inboxes, now 2%. A recount that
- * finds the stash full, or the cache too long to count, is not repeated before the class's
- * next refill. */
-static HK_NOINLINE int hk_stash_recount(struct hk_heap *h, unsigned c) {
-    if (h->stash_full >> c & 1) return 0;
-    struct hk_slab *s = h->cur[c];
-    uintptr_t base = (uintptr_t)hk_slab_base(s), span = hk_slab_bytes(s);
-    unsigned n = 0, steps = 0;
-    for (void *b = h->free[c]; b; b = hk_link_get(b)) {
-        /* A long walk, or a misaligned link (a write to a free block): counted as full. */
-        if (++steps > HK_RECOUNT_STEPS || ((uintptr_t)b & 15)) {
-            n = hk_stash_max[c];
-            break;
-        }
-        n += (uintptr_t)b - base >= span;
-    }
-    if (n >= hk_stash_max[c]) {
-        h->stash_full |= (uint64_t)1 << c;
-        h->nstash[c] = hk_stash_max[c];
-        return 0;
-    }
-    h->nstash[c] = (uint8_t)n;
     return 1;
 }
 #endif
@@ -977,7 +938,6 @@ void *hk_heap_refill(unsigned c) {
     if (c < HK_NSMALL) {
         h->refilled |= (uint64_t)1 << c;
         h->nstash[c] = 0;
-        h->stash_full &= ~((uint64_t)1 << c);
     }
     void *p = NULL;
     if (h->free[c] || hk_heap_fill(h, c)) {

@@ -31,9 +31,8 @@
  *
  * Reuse (the stash): a valid small block that the owned-slab table misses (another thread's
  * slab, or one of this thread's whose entry another slab took; not a full one) goes onto the
- * cache of its class, as the freeing thread's next block of that class, while the cache holds
- * fewer than HK_STASH_BYTES (1 to HK_STASH_MAX blocks) of other slabs' blocks (nstash counts
- * those that went in; when it reaches the bound, a walk of the cache counts those still there):
+ * cache of its class, as the freeing thread's next block of that class, while fewer than
+ * HK_STASH_BYTES (1 to HK_STASH_MAX blocks) have gone there since the cache last ran empty:
  * it was just touched by this core, so it is still in its cache, and a block of another
  * thread need not travel home and back. The block's slab counts it as live meanwhile. Beyond
  * the stash, blocks go home: to their slab, or in batches to their owner. A class refilled
@@ -136,15 +135,12 @@ struct hk_heap {
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif
     struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
-    /* Blocks of other slabs than the current one pushed into free[c] since its last refill or
-     * recount (the stash: at most hk_stash_max[c]; see "Reuse" above): at least as many as it
-     * holds. */
+    /* Blocks of other slabs than the current one pushed into free[c] since its last refill
+     * (the stash: at most hk_stash_max[c]; see "Reuse" above): at least as many as it holds. */
     uint8_t nstash[HK_NSMALL];
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
-    uint64_t stash_full;                  /* classes whose stash a recount found full since
-                                           * their last refill (bits; heap.c) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */
     uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
