@@ -5,10 +5,10 @@
  * block. Every class size is a multiple of 16, so every block is 16-byte aligned.
  *
  * Small classes (up to 32 KiB) are served from slabs of one 64 KiB slot. Mid classes (40 KiB
- * to 1 MiB) are served from spans: runs of 3 to 16 contiguous slots of a SuperSlab, at most 4
- * slots (256 KiB) holding as many blocks as fit up to 128 KiB, one block above (size_class.c
- * says why); the tail the blocks leave is under a slot. Apart from its length a span behaves
- * exactly like a slab; "slab" below means either. */
+ * to 1 MiB) are served from spans: runs of 5 to 16 contiguous slots of a SuperSlab, sized so
+ * that a whole number of blocks fills the span (8 blocks up to 128 KiB, then 4, 2, 1): no
+ * slack at the end. Apart from its length a span behaves exactly like a slab; "slab" below
+ * means either. */
 #ifndef HK_SIZE_CLASS_H
 #define HK_SIZE_CLASS_H
 
@@ -56,7 +56,7 @@
 
 extern const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
 extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
-/* Slots (64 KiB each) of one slab of the class: 1 for small classes, 3..16 for mid ones. */
+/* Slots (64 KiB each) of one slab of the class: 1 for small classes, 5..16 for mid ones. */
 extern const uint8_t hk_class_slots[HK_NCLASS + 1] HK_INTERNAL;
 
 /* Class of a request of n bytes, 1024 < n <= HK_MID_MAX: n lies in (2^e, 2^(e+1)], which is

@@ -2,7 +2,7 @@
  *
  * Slot 0 holds the SuperSlab header and the metadata of all 32 slots; slots 1..31 hold
  * blocks. A slab of a small class is one slot; a slab of a mid class (a span) is a run of
- * 3..16 contiguous slots, described by the metadata of its first slot (the head); every other
+ * 5..16 contiguous slots, described by the metadata of its first slot (the head); every other
  * slot of the run names its head. Because of the alignment, the SuperSlab of any interior
  * pointer p is p & ~(HK_SS_SIZE-1), its slot is (p >> 16) & 31 and its slab is that slot's
  * head: pointer to metadata is pure arithmetic (DESIGN invariant 5). A byte map over the
@@ -78,7 +78,7 @@ struct hk_slab {
     uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
     void *free;        /* local free list: the owner's (an orphan's: under its lock stripe) */
     struct hk_slab *next, *prev;      /* links of the list named by `list` */
-    /* Mid spans (at most 6 blocks; room for 16): the size asked for with each block handed out, in units
+    /* Mid spans (at most 16 blocks): the size asked for with each block handed out, in units
      * of 64 bytes, rounded up (0: not known). realloc copies that much, not the whole block,
      * which can be a quarter larger. Small slabs leave it alone. */
     uint16_t req64[16];

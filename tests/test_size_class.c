@@ -41,18 +41,11 @@ TEST(table_agrees_with_arithmetic_where_both_apply) {
 
 TEST(spans_hold_whole_blocks) {
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-        size_t size = hk_class_size[c], span = (size_t)hk_class_slots[c] * HK_SLAB_SIZE;
-        size_t blocks = span / size;
+        size_t span = (size_t)hk_class_slots[c] * HK_SLAB_SIZE;
         CHECKF(hk_class_slots[c] >= 1 && hk_class_slots[c] <= HK_SPAN_MAX_SLOTS, "class %u", c);
-        CHECKF(c < HK_NSMALL ? hk_class_slots[c] == 1 : blocks >= 1, "class %u", c);
-        if (c >= HK_NSMALL) {
-            /* No slot is wasted, and a span is 256 KiB at most unless it holds one block of
-             * more than 128 KiB. */
-            CHECKF(span - blocks * size < HK_SLAB_SIZE, "class %u: %zu-byte blocks in %zu bytes",
-                   c, size, span);
-            CHECKF(size > 131072 ? blocks == 1 : span <= 262144 && span / size == 262144 / size,
-                   "class %u: %zu-byte blocks in %zu bytes", c, size, span);
-        }
+        CHECKF(c < HK_NSMALL ? hk_class_slots[c] == 1 : span % hk_class_size[c] == 0,
+               "class %u: %zu-byte blocks in a %zu-byte span", c, (size_t)hk_class_size[c],
+               span);
         /* A span fits a SuperSlab beside its header. */
         CHECK(hk_class_slots[c] < HK_SLABS);
     }
