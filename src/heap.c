@@ -112,9 +112,10 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * after it has unpublished its heap (hk_heap_teardown), so that no helper writes to
  * thread-local storage that is gone. A helper holds the owner lock while it works, so fork
  * (which takes it) never copies a heap flagged by a thread the child does not have. A helper
- * changes slab lists, slabs' free lists and counts, the
- * heap's lists and batches, never the thread's caches, stashes or owned-slab table, which the
- * owner's malloc fast path reads without marking itself busy. Without membarrier (kernels
+ * changes slab lists, slabs' free lists and counts, the heap's lists, its owned-slab table
+ * (which free's fast path reads only while busy) and batches, never the thread's caches,
+ * which the owner's malloc fast path pops without marking itself busy; for the same reason
+ * it never runs the owner's tick (hk_heap_emptied). Without membarrier (kernels
  * before 4.14, seccomp filters) inboxes wait for their owners; under ThreadSanitizer, which
  * cannot see membarrier's ordering, too. */
 
