@@ -393,7 +393,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     struct hk_slab *s = h->cur[c];
     void *b = h->free[c], *away = NULL;
     h->free[c] = NULL;
-    if (c < HK_NSMALL) h->nstash[c] = 0;
+    h->stashed &= ~((uint64_t)1 << c);
     uintptr_t base = s ? (uintptr_t)hk_slab_base(s) : 0, span = s ? hk_slab_bytes(s) : 0;
     if (s) {
         /* Usually every block is the current slab's: the list goes back whole. */
@@ -465,10 +465,13 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
         hk_heap_unretain(h, c, hk_pol_soft_cap(c), older);
     }
     hk_heap_quiet_classes(h, now, older);
-    /* A class not refilled since the last tick gives back the other slabs' blocks its cache
-     * may hold (its stash), so that their slabs can empty. */
+    /* A class that stashed and has been idle since the last tick (not refilled, its cache and
+     * current slab unchanged: hk_heap_quiet_classes above dates any change now) gives back
+     * the other slabs' blocks its cache may hold, so that their slabs can empty. A busy class
+     * keeps its stash, which the room bounds. */
     for (unsigned c = 0; c < HK_NSMALL; c++)
-        if (h->nstash[c] && !(h->refilled >> c & 1)) hk_heap_uncache(h, c);
+        if ((h->stashed >> c & 1) && !(h->refilled >> c & 1) && h->quiet_since[c] != now)
+            hk_heap_uncache(h, c);
     h->refilled = 0;
     hk_heap_help_idle(h, now);
     hk_decay_tick(now);
@@ -704,13 +707,17 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
 #ifndef HK_HARDENED
 /* Puts small block p of class c (its slab goes on counting it as live) onto the calling
  * thread's cache as part of its stash, if the thread allocates the class (it has a current slab
- * of it: a consumer that only frees sends every block home) and the stash has room. */
+ * of it: a consumer that only frees sends every block home) and the class has room (heap.h,
+ * "Reuse"; malloc's fast path gives room back without looking at the bound, which applies
+ * here). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (c >= HK_NSMALL || h->cur[c] == NULL || h->nstash[c] >= hk_stash_max[c] || !h->hooked ||
-        h->no_stash)
-        return 0;
+    if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash) return 0;
+    uint32_t room = h->room[c] < hk_stash_max[c] ? h->room[c] : hk_stash_max[c];
+    if (room == 0) return 0;
     hk_block_push(&h->free[c], p);
-    h->nstash[c]++;
+    h->room[c] = room - 1;
+    h->stashed |= (uint64_t)1 << c;
+    h->flushed = 1; /* counts for the tick, which gives the stash back if the class idles */
     return 1;
 }
 #endif
@@ -720,7 +727,10 @@ static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
 static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
 #ifndef HK_HARDENED
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    if (o != h->owner && o != NULL && h == &hk_tls && hk_stash_put(h, s->cls, p)) return;
+    /* Not a block of an adopted slab (heap.h, "Reuse"). */
+    if (o != h->owner && o != NULL && h == &hk_tls &&
+        !__atomic_load_n(&s->adopted, __ATOMIC_RELAXED) && hk_stash_put(h, s->cls, p))
+        return;
 #endif
     hk_free_home(h, s, p);
 }
@@ -938,7 +948,10 @@ void *hk_heap_refill(unsigned c) {
     hk_heap_maybe_tick(h);
     if (c < HK_NSMALL) {
         h->refilled |= (uint64_t)1 << c;
-        h->nstash[c] = 0;
+        h->stashed &= ~((uint64_t)1 << c);
+#ifndef HK_HARDENED
+        h->room[c] = hk_stash_max[c];
+#endif
     }
     void *p = NULL;
     if (h->free[c] || hk_heap_fill(h, c)) {

@@ -2,8 +2,8 @@
  *
  * Fast paths (inlined into malloc and free, see malloc.c):
  *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
- *              checked, hk_link_ok), prefetch the new head (hk_block_prefetch), clear the
- *              block's free mark (block.h).
+ *              checked, hk_link_ok), count it in room[c] (see "Reuse"), prefetch the new head
+ *              (hk_block_prefetch), clear the block's free mark (block.h).
  *   free(p):   e = owned[(p >> 16) % HK_OWNED]; off = p - e->base below e->lim means p lies
  *              in the carved part of one of this thread's small slabs, current or not;
  *              off * e->div within 16 bits (HK_BLOCK_DIV) means p is a block start; p
@@ -31,13 +31,22 @@
  *
  * Reuse (the stash): a valid small block that the owned-slab table misses (another thread's
  * slab, or one of this thread's whose entry another slab took; not a full one) goes onto the
- * cache of its class, as the freeing thread's next block of that class, while fewer than
- * HK_STASH_BYTES (1 to HK_STASH_MAX blocks) have gone there since the cache last ran empty:
- * it was just touched by this core, so it is still in its cache, and a block of another
- * thread need not travel home and back. The block's slab counts it as live meanwhile. Beyond
- * the stash, blocks go home: to their slab, or in batches to their owner. A class refilled
- * in no tick (10 ms of slow-path activity) gives its stash back; so do trim and thread exit.
- * Not in the hardened build, whose caches hold blocks of the current slab only.
+ * cache of its class, as the freeing thread's next block of that class, while the class has
+ * room: it was just touched by this core, so it is still in its cache, and a block of another
+ * thread need not travel home and back. The block's slab counts it as live meanwhile. A
+ * refill sets room[c] to HK_STASH_BYTES of blocks (1 to HK_STASH_MAX), each stashed block
+ * takes 1 and each block malloc takes from the cache gives 1 back (never above the refill's
+ * value): so the stash follows what the thread allocates, and a thread whose mallocs and
+ * frees of a class balance goes on reusing other threads' blocks, as tcmalloc's thread caches
+ * do, while one that frees more than it allocates holds at most a stash's worth. (Counting
+ * only the blocks stashed since the last refill stopped such a thread's stash for good after
+ * 32 KiB, and sent 43% of shared_swap's frees through inboxes at 16 threads.) Beyond the
+ * stash, blocks go home: to their slab, or in batches to their owner. So do the blocks of a
+ * slab adopted from an exited thread: a thread that inherited another's data frees each of
+ * them once, and stashing would make each a block of another thread's slab for the rest of
+ * its life, every free of it a slow one (larson with 16 threads). A class that stashed and
+ * was refilled in no tick (10 ms of slow-path activity) gives its cache back; so do trim and
+ * thread exit. Not in the hardened build, whose caches hold blocks of the current slab only.
  *
  * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
  * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
@@ -110,6 +119,10 @@ struct hk_batch {
 
 struct hk_heap {
     void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
+    /* How many more of other threads' blocks the cache of each class may take (the stash,
+     * see "Reuse"): set at a refill, 1 less for each block stashed, 1 more for each block
+     * malloc takes, never above the stash's size. */
+    uint32_t room[HK_NCLASS + 1];
     _Atomic unsigned char busy;           /* changing slab state (see above) */
     _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
                                            * (heap.c, "Idle owners"): wait for it */
@@ -130,17 +143,17 @@ struct hk_heap {
     uint32_t seen_used[HK_NCLASS];
     uint64_t quiet_since[HK_NCLASS];
     unsigned tick_countdown;              /* slow-path events until the clock is read again */
-    unsigned char flushed;                /* a free sent a batch away: count it for the tick */
+    unsigned char flushed;                /* a free sent a batch away or stashed: count it for
+                                           * the tick */
 #ifdef HK_HARDENED
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif
     struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
-    /* Blocks of other slabs than the current one pushed into free[c] since its last refill
-     * (the stash: at most hk_stash_max[c]; see "Reuse" above): at least as many as it holds. */
-    uint8_t nstash[HK_NSMALL];
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
+    uint64_t stashed;                     /* classes whose caches took blocks of other slabs
+                                           * than the current one since their refill (bits) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */
     uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
@@ -261,6 +274,7 @@ static inline void *hk_heap_alloc(unsigned c) {
         void *n = hk_link_get(b);
         if (HK_UNLIKELY(!hk_link_ok(b, n, c))) return hk_heap_corrupt(c, b);
         hk_tls.free[c] = n;
+        hk_tls.room[c]++;
         hk_block_prefetch(n);
         hk_mark_live(b);
         return b;

@@ -60,6 +60,7 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     if ((s = hk_orphan_partial[c]) != NULL) {
         hk_orphan_partial_unlink(s);
         s->list = HK_LIST_NONE;
+        __atomic_store_n(&s->adopted, 1, __ATOMIC_RELAXED);
         atomic_store_explicit(&s->owner, o, memory_order_release);
         HK_STAT_INC(slab_adopt);
         if (HK_TRACING(HK_T_THREAD))

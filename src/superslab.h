@@ -61,7 +61,9 @@ struct hk_slab {
     uint8_t last_cls;  /* class it served last: the pool's stage-1 key (HK_CLS_NONE: none) */
     uint8_t head;      /* index of the slot heading this slot's slab (its own for a head) */
     uint8_t nslots;    /* slots in the slab (head only) */
-    uint8_t pad0[3];
+    uint8_t adopted;   /* adopted from an exited thread: other threads do not stash its
+                        * blocks (heap.h, "Reuse"); a hint, read racily */
+    uint8_t pad0[2];
     uint32_t bsize;    /* block size */
     uint32_t capacity; /* blocks that fit */
     uint32_t carved;   /* blocks carved so far (carving is lazy, in batches) */

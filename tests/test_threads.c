@@ -269,6 +269,89 @@ TEST(blocks_freed_here_are_reused_here) {
     hak_free(x);
 }
 
+/* A thread whose mallocs and frees of a class balance goes on reusing other threads' blocks:
+ * the stash follows what the thread allocates (heap.h, "Reuse"). Counting only the blocks
+ * stashed since the last refill stopped after 32 KiB (255 blocks of 64 bytes here). */
+enum { BAL_N = 2000 };
+static void *bal_given[BAL_N];
+static int bal_reused;
+
+static void *bal_free_one_allocate_one(void *arg) {
+    (void)arg;
+    /* This thread allocates the class, and its cache holds a slab's worth of its own blocks,
+     * so that it never runs empty below. */
+    static void *own[1024];
+    for (int i = 0; i < 1024; i++) own[i] = hak_malloc(64);
+    for (int i = 0; i < 1023; i++) hak_free(own[i]);
+    void *mine = own[1023];
+    for (int i = 0; i < BAL_N; i++) {
+        hak_free(bal_given[i]);
+        void *q = hak_malloc(64);
+        bal_reused += q == bal_given[i];
+        bal_given[i] = q;
+    }
+    for (int i = 0; i < BAL_N; i++) hak_free(bal_given[i]);
+    hak_free(mine);
+    return NULL;
+}
+
+TEST(a_balanced_thread_goes_on_reusing_other_threads_blocks) {
+    for (int i = 0; i < BAL_N; i++) bal_given[i] = hak_malloc(64);
+    pthread_t t;
+    pthread_create(&t, NULL, bal_free_one_allocate_one, NULL);
+    pthread_join(t, NULL);
+#ifdef HK_HARDENED
+    CHECKF(bal_reused == 0, "%d reused", bal_reused); /* no stash: the blocks went home */
+#else
+    CHECKF(bal_reused == BAL_N, "%d of %d blocks reused where they were freed", bal_reused,
+           BAL_N);
+#endif
+}
+
+/* A thread frees blocks of a slab that this thread adopted from an exited one (data a thread
+ * inherits): they go home, not into the freeing thread's stash, where each would stay a block
+ * of another thread's slab for the rest of its life (heap.h, "Reuse"). */
+enum { AD_N = 12, AD_SIZE = 3584 }; /* one slab, with the hardened build's guards too */
+static void *ad_blocks[AD_N + 1];
+static int ad_reused;
+
+static void *ad_alloc_free_one_exit(void *arg) {
+    (void)arg;
+    for (int i = 0; i <= AD_N; i++) ad_blocks[i] = hak_malloc(AD_SIZE);
+    hak_free(ad_blocks[0]); /* the orphan has a free block: it can be adopted */
+    return NULL;
+}
+
+static void *ad_free_then_allocate(void *arg) {
+    (void)arg;
+    void *mine = hak_malloc(AD_SIZE); /* this thread allocates the class */
+    for (int i = 1; i <= AD_N; i++) hak_free(ad_blocks[i]);
+    void *got[AD_N];
+    for (int i = 0; i < AD_N; i++) {
+        got[i] = hak_malloc(AD_SIZE);
+        for (int j = 1; j <= AD_N; j++) ad_reused += got[i] == ad_blocks[j];
+    }
+    for (int i = 0; i < AD_N; i++) hak_free(got[i]);
+    hak_free(mine);
+    return NULL;
+}
+
+TEST(blocks_of_adopted_slabs_go_home) {
+    pthread_t t;
+    pthread_create(&t, NULL, ad_alloc_free_one_exit, NULL);
+    pthread_join(t, NULL);
+    struct hk_slab *s = hk_slab_of((uintptr_t)ad_blocks[1]);
+    void *x = hak_malloc(AD_SIZE); /* this thread's first block of the class adopts the orphan */
+    CHECKF(hk_slab_of((uintptr_t)x) == s && s->adopted, "adopted %d", s->adopted);
+    pthread_create(&t, NULL, ad_free_then_allocate, NULL);
+    pthread_join(t, NULL);
+    CHECKF(ad_reused == 0, "%d of %d blocks reused by the freeing thread", ad_reused, AD_N);
+    void *y = hak_malloc(26000); /* a refill of a class not used before applies the inbox */
+    CHECKF(hk_heap_slab_live(s) == 1, "live %u", hk_heap_slab_live(s));
+    hak_free(y);
+    hak_free(x);
+}
+
 /* --- footprint ---------------------------------------------------------------------------- */
 static atomic_int brief_done;
 static void *touch_many_classes(void *arg) {
@@ -451,6 +534,8 @@ int main(void) {
     RUN(remote_frees_into_a_blocked_owner_are_applied);
     RUN(classes_used_briefly_give_their_slabs_back);
     RUN(blocks_freed_here_are_reused_here);
+    RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
+    RUN(blocks_of_adopted_slabs_go_home);
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(thread_churn_keeps_memory_flat);
