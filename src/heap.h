@@ -45,8 +45,9 @@
  * slab adopted from an exited thread: a thread that inherited another's data frees each of
  * them once, and stashing would make each a block of another thread's slab for the rest of
  * its life, every free of it a slow one (larson with 16 threads). A class that stashed and
- * was refilled in no tick (10 ms of slow-path activity) gives its cache back; so do trim and
- * thread exit. Not in the hardened build, whose caches hold blocks of the current slab only.
+ * then sat idle for a tick (10 ms of slow-path activity without a refill of it or a change to
+ * its cache) gives its cache back; so do trim and thread exit. Not in the hardened build,
+ * whose caches hold blocks of the current slab only.
  *
  * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
  * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
@@ -121,7 +122,7 @@ struct hk_heap {
     void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
     /* How many more of other threads' blocks the cache of each class may take (the stash,
      * see "Reuse"): set at a refill, 1 less for each block stashed, 1 more for each block
-     * malloc takes, never above the stash's size. */
+     * malloc takes; read as at most the stash's size. */
     uint32_t room[HK_NCLASS + 1];
     _Atomic unsigned char busy;           /* changing slab state (see above) */
     _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
