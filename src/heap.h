@@ -35,10 +35,11 @@
  * room: it was just touched by this core, so it is still in its cache, and a block of another
  * thread need not travel home and back. The block's slab counts it as live meanwhile. A
  * refill sets room[c] to HK_STASH_BYTES of blocks (1 to HK_STASH_MAX), each stashed block
- * takes 1 and each block malloc takes from the cache gives 1 back (never above the refill's
- * value): so the stash follows what the thread allocates, and a thread whose mallocs and
- * frees of a class balance goes on reusing other threads' blocks, as tcmalloc's thread caches
- * do, while one that frees more than it allocates holds at most a stash's worth. (Counting
+ * takes 1 and each block malloc takes from the cache gives 1 back (read, when stashing, as at
+ * most the refill's value): so the stash follows what the thread allocates, and a thread whose
+ * mallocs and frees of a class balance goes on reusing other threads' blocks, as tcmalloc's
+ * thread caches do, while one that frees more than it allocates holds a stash's worth (more
+ * only while blocks it freed later lie above the stash and give room back). (Counting
  * only the blocks stashed since the last refill stopped such a thread's stash for good after
  * 32 KiB, and sent 43% of shared_swap's frees through inboxes at 16 threads.) Beyond the
  * stash, blocks go home: to their slab, or in batches to their owner. So do the blocks of a
