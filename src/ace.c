@@ -22,8 +22,8 @@
 static struct {
     uint64_t next_window;
     struct hk_pool_demand last;
-    uint64_t last_large_reuse, last_large_refault;
-    uint64_t pool_reuse[HK_ACE_HISTORY], large_reuse[HK_ACE_HISTORY];
+    uint64_t last_large_refault;
+    size_t pool_drawn[HK_ACE_HISTORY], large_drawn[HK_ACE_HISTORY]; /* drawdowns */
     size_t large_peak[HK_ACE_HISTORY];
     unsigned hist;
     uint16_t quiet[HK_NCLASS];
@@ -127,13 +127,15 @@ void hk_ace_update(uint64_t now) {
                          : "large share down (no refault for 5 s)",
                  "from", old_share, "to", hk_ace.large_share, NULL, 0);
 
-    /* Budgets: what was taken again from free memory lately. */
+    /* Budgets: how much of the free memory kept was taken back lately (the deepest drawdown
+     * in a window: a stock, which the bytes taken again, a flow, overstated many times over
+     * where a few slabs made many round trips). */
     unsigned h = hk_ace.hist++ % HK_ACE_HISTORY;
-    hk_ace.pool_reuse[h] = pd.reuse_bytes - hk_ace.last.reuse_bytes;
-    hk_ace.large_reuse[h] = ld.reuse_bytes - hk_ace.last_large_reuse;
+    hk_ace.pool_drawn[h] = pd.drawn_bytes;
+    hk_ace.large_drawn[h] = ld.drawn_bytes;
     hk_ace.large_peak[h] = ld.peak_live_bytes;
-    size_t pool_budget = hk_max_of(hk_ace.pool_reuse, HK_ACE_HISTORY);
-    size_t large_budget = hk_max_of(hk_ace.large_reuse, HK_ACE_HISTORY);
+    size_t pool_budget = hk_max_of(hk_ace.pool_drawn, HK_ACE_HISTORY);
+    size_t large_budget = hk_max_of(hk_ace.large_drawn, HK_ACE_HISTORY);
     size_t large_share = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
     size_t large_max = (size_t)hk_cfg.large_cache_mb << 20;
     large_share *= hk_ace.large_share;
@@ -144,7 +146,6 @@ void hk_ace_update(uint64_t now) {
     if (large_budget > large_max) large_budget = large_max;
 
     hk_ace.last = pd;
-    hk_ace.last_large_reuse = ld.reuse_bytes;
     hk_ace.last_large_refault = ld.refault_bytes;
 
     /* The container's limit. */
@@ -184,10 +185,12 @@ void hk_ace_update(uint64_t now) {
         size_t old_pool = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
         size_t old_large = atomic_load_explicit(&hk_pol.large_budget, memory_order_relaxed);
         if (old_pool != pool_budget)
-            hk_trace(HK_T_ACE, "pool budget (EMPTY bytes taken again lately)", "from", old_pool,
-                     "to", pool_budget, NULL, 0);
+            hk_trace(HK_T_ACE, "pool budget (how far EMPTY bytes were drawn down lately)",
+                     "from", old_pool, "to", pool_budget, NULL, 0);
         if (old_large != large_budget)
-            hk_trace(HK_T_ACE, "large budget (free large bytes reused lately, within the share)",
+            hk_trace(HK_T_ACE,
+                     "large budget (how far free large bytes were drawn down lately, within the "
+                     "share)",
                      "from", old_large, "to", large_budget, NULL, 0);
     }
     atomic_store_explicit(&hk_pol.purge_delay_ms, delay, memory_order_relaxed);

@@ -5,8 +5,9 @@
  *   - each class's soft cap (empty slabs a thread keeps): doubled, up to HAKMEM_SOFT_CAP's
  *     bytes, when slabs of the class went to the pool and came back in the same window
  *     (thrash); halved, down to one, after a long quiet spell;
- *   - the pool and large budgets (free resident bytes kept regardless of age): the most free
- *     memory taken again in any recent window, at least a floor; the large budget is also
+ *   - the pool and large budgets (free resident bytes kept regardless of age): the deepest
+ *     drawdown of the free memory kept in any recent window (how much of it was taken back,
+ *     not how often), at least a floor; the large budget is also
  *     held under HAKMEM_LARGE_CACHE_MB and the recent peak of live large bytes. Memory that is
  *     freed and not taken again (a burst that is over) goes back at once;
  *   - the purge delay: doubled (up to 8 times HAKMEM_PURGE_DELAY_MS) when memory whose pages

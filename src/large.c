@@ -5,6 +5,7 @@
 
 #include "../include/hakmem.h"
 #include "clock.h"
+#include "drawdown.h"
 #include "os.h"
 #include "policy.h"
 #include "stats.h"
@@ -157,8 +158,10 @@ static size_t hk_free_total, hk_free_dirty;
 
 /* Counters (under the lock). */
 static size_t hk_live_n, hk_live_bytes, hk_live_peak, hk_mapped_bytes;
-static uint64_t hk_hits, hk_misses, hk_reuse_bytes, hk_refault_bytes, hk_purged_bytes;
+static uint64_t hk_hits, hk_misses, hk_refault_bytes, hk_purged_bytes;
 static uint64_t hk_in_place, hk_mremaps, hk_gathers, hk_gathered_bytes;
+
+static struct hk_drawdown hk_drawn; /* of the dirty free bytes (drawdown.h) */
 
 static inline void hk_live_grew(size_t n) {
     hk_live_bytes += n;
@@ -362,6 +365,7 @@ static struct hk_ext *hk_carve(struct hk_ext *e, size_t len, size_t align, size_
 /* A freed block: all of it may hold data. */
 static void hk_free_block(struct hk_ext *e, uint64_t now) {
     hk_dirt_set(e, e->len, e->addr, e->addr + e->len);
+    hk_drawdown_give(&hk_drawn, e->len);
     e->zero = 0;
     e->idle_since = now;
     hk_free_merge_insert(e);
@@ -491,7 +495,6 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
     int hit = e != NULL;
     if (hit) {
         hk_hits++;
-        hk_reuse_bytes += len;
     } else {
         /* Nothing free fits: map more, without the lock, gathering into it what free memory is
          * resident. */
@@ -521,6 +524,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
              * rest of a mapping longer than the block is free. */
             hk_gathers++;
             hk_gathered_bytes += moved;
+            hk_drawdown_take(&hk_drawn, moved);
             if (HK_TRACING(HK_T_LARGE))
                 hk_trace(HK_T_LARGE, "miss gathered (free resident pages moved into the block)",
                          "bytes", len, "moved", moved, NULL, 0);
@@ -551,6 +555,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
     uint64_t idle = e->idle_since;
     size_t fresh;
     e = hk_carve(e, len, align, &fresh);
+    hk_drawdown_take(&hk_drawn, len - fresh);
     /* Released not long ago and wanted again: ACE lengthens the delay. */
     if (hit && fresh && idle && now - idle < 2 * hk_pol_purge_delay()) hk_refault_bytes += fresh;
     pthread_mutex_unlock(&hk_large_mutex);
@@ -745,12 +750,12 @@ size_t hk_large_decay(uint64_t now, int force) {
 
 void hk_large_demand(struct hk_large_demand *out) {
     hk_large_lock();
-    out->reuse_bytes = hk_reuse_bytes;
     out->refault_bytes = hk_refault_bytes;
     out->live_bytes = hk_live_bytes;
     out->dirty_bytes = hk_free_dirty;
     out->peak_live_bytes = hk_live_peak;
     hk_live_peak = hk_live_bytes;
+    out->drawn_bytes = hk_drawdown_read(&hk_drawn);
     pthread_mutex_unlock(&hk_large_mutex);
 }
 

@@ -46,10 +46,11 @@ size_t hk_large_decay(uint64_t now, int force) HK_INTERNAL;
 /* What ACE measures: cumulative counts, current sizes, and the peak of live bytes since the
  * last call (which starts the next peak). */
 struct hk_large_demand {
-    uint64_t reuse_bytes;   /* bytes served from free extents */
-    uint64_t refault_bytes; /* of those, from extents released not long before */
+    uint64_t refault_bytes; /* bytes served from extents released not long before */
     size_t live_bytes, dirty_bytes;
     size_t peak_live_bytes; /* highest live bytes since the last call */
+    size_t drawn_bytes;     /* the deepest drawdown of the dirty free bytes by reuse since the
+                             * last call: how much resident free memory was taken back */
 };
 void hk_large_demand(struct hk_large_demand *out) HK_INTERNAL;
 

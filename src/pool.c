@@ -4,6 +4,7 @@
 
 #include "../include/hakmem.h"
 #include "clock.h"
+#include "drawdown.h"
 #include "lock.h"
 #include "os.h"
 #include "policy.h"
@@ -28,8 +29,8 @@ static struct hk_superslab *hk_partial[HK_SLABS];
 static struct hk_superslab *hk_cache_head, *hk_cache_tail; /* no ACTIVE slot, newest first */
 static size_t hk_ncache, hk_nss, hk_nactive_slots, hk_empty_bytes;
 static uint64_t hk_acquired[HK_NCLASS], hk_released[HK_NCLASS];
-static uint64_t hk_reuse_bytes, hk_refault_bytes, hk_purged_bytes;
-static uint64_t hk_reuse_mark; /* hk_reuse_bytes when ACE last looked: a window's start */
+static uint64_t hk_refault_bytes, hk_purged_bytes;
+static struct hk_drawdown hk_drawn; /* of the EMPTY bytes (drawdown.h) */
 
 /* --- intrusive lists --------------------------------------------------------------------- */
 
@@ -282,7 +283,7 @@ static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64
                 /* Part of the run: seen as UNUSED by the rest of this loop, ACTIVE soon. */
                 u->state = HK_SLOT_UNUSED;
                 u->idle_since = 0;
-                hk_reuse_bytes += HK_SLAB_SIZE;
+                hk_drawdown_take(&hk_drawn, HK_SLAB_SIZE);
                 continue;
             }
             u->nslots = 1;
@@ -349,7 +350,7 @@ again:
         HK_ASSERT(s->nslots == k);
         ss = hk_ss_of((uintptr_t)s);
         hk_empty_remove(s);
-        hk_reuse_bytes += hk_slab_bytes(s);
+        hk_drawdown_take(&hk_drawn, hk_slab_bytes(s));
         HK_STAT_INC(acquire_stage1);
         s = hk_activate(ss, hk_slab_index(s), k, c, now);
         pthread_mutex_unlock(&hk_pool_mutex);
@@ -394,15 +395,15 @@ again:
 /* EMPTY bytes kept regardless of age: the policy's budget, or with ACE what demand calls for
  * now: a multiple of the ACTIVE bytes (a program that shrinks and grows again finds its memory
  * resident; one that has freed nearly everything, as after a burst, does not keep it), and
- * the EMPTY bytes taken again in this window. */
+ * the drawdown of the EMPTY bytes in this window so far. */
 static size_t hk_pool_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
     unsigned share = atomic_load_explicit(&hk_pol.pool_share, memory_order_relaxed);
     size_t active = (hk_nactive_slots - hk_front_slots()) * HK_SLAB_SIZE;
-    size_t reuse = (size_t)(hk_reuse_bytes - hk_reuse_mark);
+    size_t drawn = hk_drawn.max;
     if (share && active * share > budget) budget = active * share;
-    return share && reuse > budget ? reuse : budget;
+    return share && drawn > budget ? drawn : budget;
 }
 
 /* Free SuperSlabs kept mapped: the policy's count, or with ACE as many as the budget holds. */
@@ -438,6 +439,7 @@ static void hk_pool_release_locked(struct hk_slab *s, uint64_t idle_since, uint6
     __atomic_store_n(&ss->nactive, ss->nactive - k, __ATOMIC_RELAXED);
     hk_nactive_slots -= k;
     hk_empty_insert(s, idle_since < now ? idle_since : now);
+    hk_drawdown_give(&hk_drawn, hk_slab_bytes(s));
     hk_ss_relist(ss, now);
 }
 
@@ -584,8 +586,7 @@ void hk_pool_demand(struct hk_pool_demand *out) {
         out->acquire[c] = hk_acquired[c] + atomic_load_explicit(&f->hits, memory_order_relaxed);
         out->release[c] = hk_released[c] + atomic_load_explicit(&f->puts, memory_order_relaxed);
     }
-    out->reuse_bytes = hk_reuse_bytes;
-    hk_reuse_mark = hk_reuse_bytes;
+    out->drawn_bytes = hk_drawdown_read(&hk_drawn);
     out->refault_bytes = hk_refault_bytes;
     size_t fslots = hk_front_slots();
     out->empty_bytes = hk_empty_bytes + (fslots << HK_SLAB_SHIFT);

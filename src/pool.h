@@ -43,7 +43,8 @@ size_t hk_pool_decay(uint64_t now, int force) HK_INTERNAL;
 struct hk_pool_demand {
     uint64_t acquire[HK_NCLASS];   /* slabs acquired, per class */
     uint64_t release[HK_NCLASS];   /* slabs released, per class */
-    uint64_t reuse_bytes;          /* EMPTY bytes taken again */
+    size_t drawn_bytes;            /* the deepest drawdown of the EMPTY bytes by reuse in the
+                                    * window: how much free memory the program took back */
     uint64_t refault_bytes;        /* bytes taken again soon after their pages were released */
     size_t empty_bytes;            /* EMPTY bytes now (resident, free) */
     size_t active_bytes;           /* ACTIVE slot bytes now */

@@ -604,6 +604,29 @@ TEST(ace_raises_the_cap_of_a_thrashing_class) {
            first, last);
 }
 
+/* The pool's budget is the free memory a program takes back, not how often it takes it: spans
+ * that go to the pool and come back 30 times in a window are 8 spans' worth of demand, not 240
+ * (the budget was the bytes taken again per window, and a thread churning a few spans made it
+ * hundreds of MiB, which kept every EMPTY slab of the process resident, cgroup pressure or
+ * not). */
+TEST(ace_budget_is_what_is_taken_back_not_how_often) {
+    enum { N = 8, ROUNDS = 30 };
+    static void *p[N];
+    size_t n = 900 << 10; /* a 14-slot span of its own */
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < N; i++) p[i] = hak_malloc(n);
+        for (int i = 0; i < N; i++) hak_free(p[i]);
+    }
+    struct hak_stats a = stats();
+    sleep_ms(120); /* the window closes: ACE sets the budget from it */
+    for (int i = 0; i < 40; i++) tick();
+    struct hak_stats b = stats();
+    size_t churned = (size_t)N * ROUNDS * n;
+    CHECKF(b.pool_budget < (size_t)N * n * 3, "pool budget %zu MiB after churning %zu MiB "
+           "through %d spans (budget before %zu MiB)", b.pool_budget >> 20, churned >> 20, N,
+           a.pool_budget >> 20);
+}
+
 /* Resident set size of the process, in bytes (/proc/self/statm). */
 static size_t rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -737,6 +760,7 @@ int main(int argc, char **argv) {
         RUN(ace_config);
         RUN(ace_starts_from_the_fixed_budgets);
         RUN(ace_raises_the_cap_of_a_thrashing_class);
+        RUN(ace_budget_is_what_is_taken_back_not_how_often);
         RUN(ace_gives_a_burst_back_at_once);
     } else if (!strcmp(mode, "cgroup")) {
         RUN(cgroup_pressure_shrinks_the_caches);
