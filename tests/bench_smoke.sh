@@ -29,6 +29,7 @@ CASES=(
     "large|20 64 4096 4 42"
     "big_zero|3 1 3 42"
     "mixed_churn|2 2 500 256 2048 42"
+    "scatter|2 200 200 50 2 8 16000 42"
 )
 
 pass=0
