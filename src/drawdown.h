@@ -2,8 +2,10 @@
  * last high, and the deepest such fall since it was last read. ACE sizes the free memory a
  * tier keeps from it (ace.h): it says how much of the kept memory the program came back for,
  * however often, where the bytes taken back (a flow) count a few slabs' round trips many times
- * over. Releases to the OS lower the stock without counting: they are not demand. Callers
- * serialise (the pool's and the large tier's mutexes). A leaf. */
+ * over. Releases to the OS lower the stock without counting: they are not demand; but memory
+ * taken back soon after its release counts as taken (the tiers' refaults), or a budget too
+ * small to keep it would never see the demand that would have kept it. Callers serialise
+ * (the pool's and the large tier's mutexes). A leaf. */
 #ifndef HK_DRAWDOWN_H
 #define HK_DRAWDOWN_H
 

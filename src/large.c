@@ -557,7 +557,10 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
     e = hk_carve(e, len, align, &fresh);
     hk_drawdown_take(&hk_drawn, len - fresh);
     /* Released not long ago and wanted again: ACE lengthens the delay. */
-    if (hit && fresh && idle && now - idle < 2 * hk_pol_purge_delay()) hk_refault_bytes += fresh;
+    if (hit && fresh && idle && now - idle < 2 * hk_pol_purge_delay()) {
+        hk_refault_bytes += fresh;
+        hk_drawdown_take(&hk_drawn, fresh); /* taken back, though released (pool.c) */
+    }
     pthread_mutex_unlock(&hk_large_mutex);
     return (void *)e->addr;
 oom:
@@ -751,8 +754,6 @@ size_t hk_large_decay(uint64_t now, int force) {
 void hk_large_demand(struct hk_large_demand *out) {
     hk_large_lock();
     out->refault_bytes = hk_refault_bytes;
-    out->live_bytes = hk_live_bytes;
-    out->dirty_bytes = hk_free_dirty;
     out->peak_live_bytes = hk_live_peak;
     hk_live_peak = hk_live_bytes;
     out->drawn_bytes = hk_drawdown_read(&hk_drawn);

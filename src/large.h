@@ -43,11 +43,10 @@ void *hk_large_realloc(void *p, size_t n) HK_INTERNAL;
  * mappings. Returns the bytes given back to the OS. */
 size_t hk_large_decay(uint64_t now, int force) HK_INTERNAL;
 
-/* What ACE measures: cumulative counts, current sizes, and the peak of live bytes since the
- * last call (which starts the next peak). */
+/* What ACE measures: cumulative counts, and the peak of live bytes and the drawdown since the
+ * last call (which starts the next window; ACE is its only caller). */
 struct hk_large_demand {
     uint64_t refault_bytes; /* bytes served from extents released not long before */
-    size_t live_bytes, dirty_bytes;
     size_t peak_live_bytes; /* highest live bytes since the last call */
     size_t drawn_bytes;     /* the deepest drawdown of the dirty free bytes by reuse since the
                              * last call: how much resident free memory was taken back */

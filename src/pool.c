@@ -267,8 +267,13 @@ static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64
     for (unsigned j = i; j < i + k; j++) {
         struct hk_slab *t = &ss->slabs[j];
         if (t->state == HK_SLOT_UNUSED) {
-            /* Pages released not long ago and wanted again: ACE lengthens the delay. */
-            if (t->idle_since && now - t->idle_since < delay2) hk_refault_bytes += HK_SLAB_SIZE;
+            /* Pages released not long ago and wanted again: ACE lengthens the delay, and
+             * counts them as taken back, which a budget too small to keep them would
+             * otherwise never see (they were released before they could be reused). */
+            if (t->idle_since && now - t->idle_since < delay2) {
+                hk_refault_bytes += HK_SLAB_SIZE;
+                hk_drawdown_take(&hk_drawn, HK_SLAB_SIZE);
+            }
             t->idle_since = 0;
             continue;
         }
@@ -579,18 +584,18 @@ size_t hk_pool_decay(uint64_t now, int force) {
 
 /* --- reports -------------------------------------------------------------------------------- */
 
+/* Under the lock: slabs of class c acquired and released so far, fronts included. */
+static void hk_class_counts(unsigned c, uint64_t *acquired, uint64_t *released) {
+    const struct hk_front *f = &hk_front[c];
+    *acquired = hk_acquired[c] + atomic_load_explicit(&f->hits, memory_order_relaxed);
+    *released = hk_released[c] + atomic_load_explicit(&f->puts, memory_order_relaxed);
+}
+
 void hk_pool_demand(struct hk_pool_demand *out) {
     hk_pool_lock();
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
-        const struct hk_front *f = &hk_front[c];
-        out->acquire[c] = hk_acquired[c] + atomic_load_explicit(&f->hits, memory_order_relaxed);
-        out->release[c] = hk_released[c] + atomic_load_explicit(&f->puts, memory_order_relaxed);
-    }
+    for (unsigned c = 0; c < HK_NCLASS; c++) hk_class_counts(c, &out->acquire[c], &out->release[c]);
     out->drawn_bytes = hk_drawdown_read(&hk_drawn);
     out->refault_bytes = hk_refault_bytes;
-    size_t fslots = hk_front_slots();
-    out->empty_bytes = hk_empty_bytes + (fslots << HK_SLAB_SHIFT);
-    out->active_bytes = (hk_nactive_slots - fslots) * HK_SLAB_SIZE;
     pthread_mutex_unlock(&hk_pool_mutex);
 }
 
@@ -613,6 +618,10 @@ void hk_pool_stats(struct hak_stats *out) {
         size_t n = atomic_load_explicit(&hk_front[c].n, memory_order_relaxed);
         for (struct hk_slab *s = hk_empty[c]; s; s = s->next) n++;
         out->class_slabs_empty[c] = n;
+        uint64_t acquired, released;
+        hk_class_counts(c, &acquired, &released);
+        out->class_slabs_acquired[c] = acquired;
+        out->class_slabs_held[c] = acquired - released;
     }
     pthread_mutex_unlock(&hk_pool_mutex);
 }

@@ -38,16 +38,14 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) HK_INTERNAL;
  * free. Returns the bytes given back to the OS. */
 size_t hk_pool_decay(uint64_t now, int force) HK_INTERNAL;
 
-/* What ACE measures: cumulative counts (it takes differences) and current sizes. Each call
- * starts a new window for the pool's own demand signal (policy.h). */
+/* What ACE measures: cumulative counts (it takes differences) and the window's drawdown.
+ * Each call starts a new window, so ACE is its only caller (reports read hk_pool_stats). */
 struct hk_pool_demand {
     uint64_t acquire[HK_NCLASS];   /* slabs acquired, per class */
     uint64_t release[HK_NCLASS];   /* slabs released, per class */
     size_t drawn_bytes;            /* the deepest drawdown of the EMPTY bytes by reuse in the
                                     * window: how much free memory the program took back */
     uint64_t refault_bytes;        /* bytes taken again soon after their pages were released */
-    size_t empty_bytes;            /* EMPTY bytes now (resident, free) */
-    size_t active_bytes;           /* ACTIVE slot bytes now */
 };
 void hk_pool_demand(struct hk_pool_demand *out) HK_INTERNAL;
 

@@ -50,8 +50,6 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     hk_pool_stats(out);
     hk_large_stats(out);
     hk_orphan_locks_add(&out->orphan_lock, &out->orphan_lock_waited);
-    struct hk_pool_demand d;
-    hk_pool_demand(&d);
     out->purge_delay_ms = hk_pol_purge_delay();
     out->unmap_delay_ms = hk_pol_unmap_delay();
     out->pool_budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
@@ -69,8 +67,6 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         out->class_size[c] = hk_class_size[c];
         out->soft_cap[c] = hk_pol_soft_cap(c);
-        out->class_slabs_acquired[c] = d.acquire[c];
-        out->class_slabs_held[c] = d.acquire[c] - d.release[c];
         out->class_slabs_retained[c] = t.retained[c];
         out->class_allocs[c] = t.allocs[c];
         out->class_frees[c] = t.frees[c];
