@@ -26,12 +26,18 @@ HK_TLS struct hk_heap hk_tls = {
     .class_table = {HK_CLASS_TABLE_INIT},
 };
 
+_Static_assert(offsetof(struct hk_heap, room) ==
+                   offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
+               "free's fast path finds a class's room one array after its cache");
+
 #ifndef HK_HARDENED
-/* Stash sizes: HK_STASH_BYTES of blocks, 1 to HK_STASH_MAX. */
-#define HK_STASH_OF(d)                                                                         \
-    (uint8_t)((d) >= HK_STASH_BYTES ? 1u                                                       \
-              : HK_STASH_BYTES / (d) > HK_STASH_MAX ? HK_STASH_MAX : HK_STASH_BYTES / (d)),
-static const uint8_t hk_stash_max[HK_NSMALL] = {HK_SMALL_SIZES(HK_STASH_OF)};
+/* Each small class's room after a refill: HK_ROOM_BYTES of blocks, HK_ROOM_MIN to
+ * HK_ROOM_MAX. */
+#define HK_ROOM_OF(d)                                                                          \
+    (uint16_t)(HK_ROOM_BYTES / (d) < HK_ROOM_MIN   ? HK_ROOM_MIN                               \
+               : HK_ROOM_BYTES / (d) > HK_ROOM_MAX ? HK_ROOM_MAX                               \
+                                                   : HK_ROOM_BYTES / (d)),
+static const uint16_t hk_room_max[HK_NSMALL] = {HK_SMALL_SIZES(HK_ROOM_OF)};
 #endif
 
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
@@ -52,14 +58,25 @@ static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
     e->base = (uintptr_t)hk_slab_base(s);
     e->lim = (uintptr_t)s->carved * s->bsize;
     e->slab = s;
+#ifndef HK_HARDENED
+    (void)current;
+    e->head = &h->free[s->cls];
+#else
     e->head = current ? &h->free[s->cls] : &s->free;
-    e->div = h->block_div[s->cls];
     e->dec = !current;
+#endif
+    e->div = h->block_div[s->cls];
 }
 
+/* Takes slab s out of the table. A helper may do this while the owner's free reads the entry
+ * (heap.c, "Idle owners"): the one store of lim makes it admit nothing, and the rest of it may
+ * stay as it was. */
 static void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
     struct hk_owned *e = hk_owned_entry(h, s);
-    if (e->slab == s) *e = (struct hk_owned){0};
+    if (e->slab == s) {
+        __atomic_store_n(&e->lim, 0, __ATOMIC_RELAXED);
+        e->slab = NULL;
+    }
 }
 
 /* --- the thread-exit hook --------------------------------------------------------------------- */
@@ -101,8 +118,8 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * owner had freed its last block.
  *
  * Exclusion without a read-modify-write on the owner's side: wherever the owner changes slab
- * state (its slow paths, and free's fast path, heap.h) it stores busy, loads its heap's
- * claimed flag, and clears busy when done (hk_heap_enter, hk_heap_leave, hk_heap_free_fast).
+ * state (its slow paths, and the hardened build's free fast path, heap.h) it stores busy,
+ * loads its heap's claimed flag, and clears busy when done (hk_heap_enter, hk_heap_leave).
  * A helper claims the record (a CAS, which keeps helpers apart), sets the heap's flag, then
  * membarrier(PRIVATE_EXPEDITED) makes every running thread of the process pass a full barrier,
  * and then the helper reads busy. Either the owner's busy is visible by then and the helper
@@ -112,10 +129,13 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * after it has unpublished its heap (hk_heap_teardown), so that no helper writes to
  * thread-local storage that is gone. A helper holds the owner lock while it works, so fork
  * (which takes it) never copies a heap flagged by a thread the child does not have. A helper
- * changes slab lists, slabs' free lists and counts, the heap's lists, its owned-slab table
- * (which free's fast path reads only while busy) and batches, never the thread's caches,
- * which the owner's malloc fast path pops without marking itself busy; for the same reason
- * it never runs the owner's tick (hk_heap_emptied). Without membarrier (kernels
+ * changes slab lists, slabs' free lists and counts, the heap's lists and batches, never the
+ * thread's caches and rooms, which the owner's fast paths use without marking themselves
+ * busy; for the same reason it never runs the owner's tick (hk_heap_emptied). Free's fast
+ * path reads the owned-slab table unmarked too, so a helper never adds an entry (a slab it
+ * makes partial gets its entry at the owner's next free to it) and clears only the entries
+ * of slabs it empties: no valid free can read those, every block of them being free, and a
+ * half-cleared entry admits no pointer outside its slab. Without membarrier (kernels
  * before 4.14, seccomp filters) inboxes wait for their owners; under ThreadSanitizer, which
  * cannot see membarrier's ordering, too. */
 
@@ -387,41 +407,71 @@ static void hk_heap_send_home(struct hk_heap *h, void *b) {
     }
 }
 
-/* Empties the cache of class c: blocks of the current slab go back onto its free list, others
- * (from the stash) are freed to their slabs. */
-static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
+/* Frees the list b, taken from the cache of class c: blocks of the current slab go back onto
+ * its free list, others (the thread's other slabs', other threads') to their slabs. */
+static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void *b) {
     struct hk_slab *s = h->cur[c];
-    void *b = h->free[c], *away = NULL;
-    h->free[c] = NULL;
-    h->stashed &= ~((uint64_t)1 << c);
-    uintptr_t base = s ? (uintptr_t)hk_slab_base(s) : 0, span = s ? hk_slab_bytes(s) : 0;
+    void *away = NULL;
     if (s) {
-        /* Usually every block is the current slab's: the list goes back whole. */
-        void *tail = NULL;
+        uintptr_t base = (uintptr_t)hk_slab_base(s), span = hk_slab_bytes(s);
+        /* The current slab's blocks at the top (often the whole list) go back as they are
+         * linked; the rest, one by one. The current slab's go back first: freeing the others
+         * may run the tick, which may let the current slab go. */
+        void *x = b, *tail = NULL;
         uint32_t n = 0;
-        for (void *x = b; x && (uintptr_t)x - base < span; x = hk_link_get(x)) {
+        for (; x && (uintptr_t)x - base < span; x = hk_link_get(x)) {
             tail = x;
             n++;
         }
-        if (tail && !hk_link_get(tail)) {
+        if (tail) {
             hk_link_set(tail, s->free);
             s->free = b;
-            s->used -= n;
-            return;
         }
-    }
-    while (b) {
-        void *next = hk_link_get(b);
-        if ((uintptr_t)b - base < span) {
-            hk_block_push(&s->free, b);
-            s->used--;
-        } else {
-            hk_block_push(&away, b);
+        for (b = x; b;) {
+            void *next = hk_link_get(b);
+            if ((uintptr_t)b - base < span) {
+                hk_block_push(&s->free, b);
+                n++;
+            } else {
+                hk_block_push(&away, b);
+            }
+            b = next;
         }
-        b = next;
+        s->used -= n;
+    } else {
+        away = b;
     }
     hk_heap_send_home(h, away);
 }
+
+/* Empties the cache of class c. */
+static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
+    void *b = h->free[c];
+    h->free[c] = NULL;
+#ifndef HK_HARDENED
+    if (c < HK_NSMALL) h->room[c] = hk_room_max[c];
+#endif
+    hk_heap_cache_send(h, c, b);
+}
+
+#ifndef HK_HARDENED
+/* The cache has taken a room's worth of blocks more than malloc took from it since its refill:
+ * its newest blocks, half a room's worth, go home in one walk of blocks this thread has just
+ * touched, and the older ones stay for malloc. */
+void hk_heap_cache_full(void **head) {
+    struct hk_heap *h = &hk_tls;
+    hk_heap_enter(h);
+    unsigned c = (unsigned)(head - h->free);
+    unsigned n = hk_room_max[c] / 2u;
+    void *b = *head, *last = b;
+    for (unsigned i = 1; i < n && hk_link_get(last); i++) last = hk_link_get(last);
+    *head = hk_link_get(last);
+    hk_link_set(last, NULL);
+    h->room[c] += n;
+    hk_heap_cache_send(h, c, b);
+    hk_heap_leave(h);
+}
+#endif
 
 /* Class c's current slab stops being current: to the partial or full list, or, empty, kept
  * or released like any slab that empties. */
@@ -465,12 +515,12 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
         hk_heap_unretain(h, c, hk_pol_soft_cap(c), older);
     }
     hk_heap_quiet_classes(h, now, older);
-    /* A class that stashed and has been idle since the last tick (not refilled, its cache and
-     * current slab unchanged: hk_heap_quiet_classes above dates any change now) gives back
-     * the other slabs' blocks its cache may hold, so that their slabs can empty. A busy class
-     * keeps its stash, which the room bounds. */
+    /* A class that has been idle since the last tick (not refilled, its cache and current
+     * slab unchanged: hk_heap_quiet_classes above dates any change now; or without a current
+     * slab) gives back the blocks of other slabs its cache may hold, so that their slabs can
+     * empty. A busy class keeps its cache, which the room bounds. */
     for (unsigned c = 0; c < HK_NSMALL; c++)
-        if ((h->stashed >> c & 1) && !(h->refilled >> c & 1) && h->quiet_since[c] != now)
+        if (h->free[c] && !(h->refilled >> c & 1) && (!h->cur[c] || h->quiet_since[c] != now))
             hk_heap_uncache(h, c);
     h->refilled = 0;
     hk_heap_help_idle(h, now);
@@ -511,16 +561,27 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
 
 static void hk_heap_drain(struct hk_heap *h);
 
-void hk_heap_trim(void) {
-    struct hk_heap *h = &hk_tls;
-    hk_heap_enter(h);
-    /* Frees other threads made to this one's slabs are applied, and other threads' blocks in
-     * the stash and cache go home, so that every slab that can empty does. */
+/* Applies the frees other threads made to this heap's slabs and sends every cached block and
+ * batch home, so that every slab that can empty does. */
+static void hk_heap_send_all_home(struct hk_heap *h) {
     h->no_stash = 1; /* what goes home now must not come back into the stash */
     if (h->owner) hk_heap_drain(h);
     for (unsigned c = 0; c < HK_NCLASS; c++) hk_heap_uncache(h, c);
     hk_batch_flush_all(h);
     h->no_stash = 0;
+}
+
+void hk_heap_flush(void) {
+    struct hk_heap *h = &hk_tls;
+    hk_heap_enter(h);
+    hk_heap_send_all_home(h);
+    hk_heap_leave(h);
+}
+
+void hk_heap_trim(void) {
+    struct hk_heap *h = &hk_tls;
+    hk_heap_enter(h);
+    hk_heap_send_all_home(h);
     /* A current slab with no live block goes too: a trim gives back all it can. */
     for (unsigned c = 0; c < HK_NCLASS; c++)
         if (h->cur[c] && h->cur[c]->used == 0) hk_heap_let_current_go(h, c);
@@ -550,7 +611,9 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
     } else if (s->list == HK_LIST_FULL) {
         hk_slab_list_unlink(&h->full[s->cls], s);
         hk_partial_append(h, s);
-        hk_owned_set(h, s);
+        /* A helper leaves the table alone (free's fast path reads it without a lock, heap.h):
+         * the owner's next free to the slab sets its entry. */
+        if (h == &hk_tls) hk_owned_set(h, s);
     }
 }
 
@@ -711,12 +774,10 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
  * "Reuse"; malloc's fast path gives room back without looking at the bound, which applies
  * here). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash) return 0;
-    uint32_t room = h->room[c] < hk_stash_max[c] ? h->room[c] : hk_stash_max[c];
-    if (room == 0) return 0;
+    if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash || h->room[c] <= 1)
+        return 0;
     hk_block_push(&h->free[c], p);
-    h->room[c] = room - 1;
-    h->stashed |= (uint64_t)1 << c;
+    h->room[c]--;
     h->flushed = 1; /* counts for the tick, which gives the stash back if the class idles */
     return 1;
 }
@@ -824,9 +885,12 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
          * whose live small blocks span more slabs than the table has entries come here
          * often: the block goes into the stash (heap.h, "Reuse"), or is freed here at once.
          * A full slab is freed to at once and gets its entry back, so a program that frees
-         * all its blocks empties every slab. Other threads' blocks: hk_free_dispatch, which
-         * stashes them too. */
+         * all its blocks empties every slab. A partial slab whose entry is free takes it (a
+         * helper that made the slab partial left the table alone). Other threads' blocks:
+         * hk_free_dispatch, which stashes them too. */
         if (o != NULL && o == h->owner) {
+            if (s->list == HK_LIST_PARTIAL && c < HK_NSMALL && hk_owned_entry(h, s)->lim == 0)
+                hk_owned_set(h, s);
 #ifndef HK_HARDENED
             if (s->list != HK_LIST_FULL && hk_stash_put(h, c, p)) return;
 #endif
@@ -846,6 +910,7 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
     hk_report(op, p, r < 0 ? "double free" : "invalid pointer (not allocated by hakmem)");
 }
 
+#ifdef HK_HARDENED
 void hk_heap_free_emptied(struct hk_slab *s) {
     hk_heap_emptied(&hk_tls, s);
     hk_heap_leave(&hk_tls);
@@ -857,6 +922,7 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
     hk_local_free(h, s, p);
     hk_heap_leave(h);
 }
+#endif
 
 void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
@@ -948,9 +1014,8 @@ void *hk_heap_refill(unsigned c) {
     hk_heap_maybe_tick(h);
     if (c < HK_NSMALL) {
         h->refilled |= (uint64_t)1 << c;
-        h->stashed &= ~((uint64_t)1 << c);
 #ifndef HK_HARDENED
-        h->room[c] = hk_stash_max[c];
+        h->room[c] = hk_room_max[c];
 #endif
     }
     void *p = NULL;

@@ -7,53 +7,57 @@
  *   free(p):   e = owned[(p >> 16) % HK_OWNED]; off = p - e->base below e->lim means p lies
  *              in the carved part of one of this thread's small slabs, current or not;
  *              off * e->div within 16 bits (HK_BLOCK_DIV) means p is a block start; p
- *              without the free mark is not free already: push p onto e->head and take
- *              e->dec from slab->used (hk_heap_free_fast). For the current slab e->head is the
- *              cache and e->dec 0, so its blocks are reused next, as they are freed; for the
- *              others it is the slab's free list and 1. Every free to one of the thread's
- *              small slabs takes this one path, so whether p is in the slab being allocated
- *              from is not a branch to mispredict. Full slabs have no entry: the first free
- *              to one makes it partial on the slow path.
+ *              without the free mark is not free already: push p onto e->head, the cache of
+ *              its class, and take 1 from the class's room (hk_heap_free_fast), which lies one
+ *              array after the caches. Every free to one of the thread's small slabs takes
+ *              this one path, whichever slab it is, so that is no branch to mispredict, and
+ *              the block is the next one malloc hands out, while this core still holds its
+ *              lines. Full slabs have no entry: the first free to one makes it partial on the
+ *              slow path. (The hardened build pushes a block of another slab than the current
+ *              one onto that slab's free list and takes 1 from its `used`: its caches hold
+ *              the current slab's blocks only, e->dec 0 for the current slab and 1 else.)
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
  * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
  * miss goes to the slow path: another thread's slab (into the stash, see "Reuse" below), a
  * mid block, a large block, a foreign pointer, NULL, a slab whose table entry another slab
- * took (into the stash too), a slab that would become empty or stop being full, and blocks
- * marked free are validated in full.
+ * took (into the stash too), a full slab, and blocks marked free are validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
  * slab->free, i.e. held by users, by a thread's cache, or waiting in a batch or an inbox. A
- * cache holds blocks of its current slab (a refill moves the slab's free list into it) and
- * at most a stash's worth of other slabs' blocks, so it is bounded, and a slab that is not
- * current has used == its exact live count plus those few: it is empty the moment used
- * reaches zero.
+ * cache holds what its last refill put there (the current slab's free list, or a carve) and
+ * at most a room's worth of blocks more, of any slab, so it is bounded, and a slab has used
+ * == its exact live count plus the blocks of it the caches hold: it is empty the moment the
+ * last of them goes home (hk_heap_slab_live counts the calling thread's cache out; tests that
+ * count slabs exactly send the caches home first, hk_heap_flush).
  *
- * Reuse (the stash): a valid small block that the owned-slab table misses (another thread's
- * slab, or one of this thread's whose entry another slab took; not a full one) goes onto the
- * cache of its class, as the freeing thread's next block of that class, while the class has
- * room: it was just touched by this core, so it is still in its cache, and a block of another
- * thread need not travel home and back. The block's slab counts it as live meanwhile. A
- * refill sets room[c] to HK_STASH_BYTES of blocks (1 to HK_STASH_MAX), each stashed block
- * takes 1 and each block malloc takes from the cache gives 1 back (read, when stashing, as at
- * most the refill's value): so the stash follows what the thread allocates, and a thread whose
- * mallocs and frees of a class balance goes on reusing other threads' blocks, as tcmalloc's
- * thread caches do, while one that frees more than it allocates holds a stash's worth (more
- * only while blocks it freed later lie above the stash and give room back). (Counting
- * only the blocks stashed since the last refill stopped such a thread's stash for good after
- * 32 KiB, and sent 43% of shared_swap's frees through inboxes at 16 threads.) Beyond the
- * stash, blocks go home: to their slab, or in batches to their owner. So do the blocks of a
+ * Reuse (the room): a refill sets room[c] to HK_ROOM_BYTES of blocks (HK_ROOM_MIN to
+ * HK_ROOM_MAX); each block free puts into the cache takes 1 and each block malloc takes from
+ * it gives 1 back. When it runs out, the newest half of a room's worth goes home in one walk
+ * (hk_heap_cache_full): to the current slab's free list, the thread's other slabs, or other
+ * threads. So the cache follows what the thread allocates, as a tcmalloc thread cache does:
+ * a thread whose mallocs and frees of a class balance reuses every block it frees, last freed
+ * first, and one that frees more than it allocates sends the surplus home in batches. Before,
+ * a free to another of the thread's slabs than the current one went onto that slab's free list,
+ * to be handed out only once the slab was current again, its lines long cold (scatter, blocks
+ * of 8 bytes to 16 KiB, 4 to 64 to a slab: 1.2 times the speed now). A valid small block
+ * that the owned-slab table misses goes into the cache the same way (the stash) if the thread
+ * allocates its class (it has a current slab of it): another thread's block (not one of a
  * slab adopted from an exited thread: a thread that inherited another's data frees each of
- * them once, and stashing would make each a block of another thread's slab for the rest of
- * its life, every free of it a slow one (larson with 16 threads). A class that stashed and
- * then sat idle for a tick (10 ms of slow-path activity without a refill of it or a change to
- * its cache) gives its cache back; so do trim and thread exit. Not in the hardened build,
- * whose caches hold blocks of the current slab only.
+ * those once, and stashing would make each a block of another thread's slab for the rest of
+ * its life, every free of it a slow one; larson with 16 threads), or one of this thread's
+ * whose entry another slab took. Beyond the room, blocks go home: to their slab, or in batches
+ * to their owner. A class that sat idle for a tick (10 ms of slow-path activity without a
+ * refill of it or a change to its cache), or that has no current slab, gives its cache back;
+ * so do trim and thread exit. Not in the hardened build, whose caches hold blocks of the
+ * current slab only (its link check requires it) and which stashes nothing.
  *
  * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
- * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"): the
- * free fast path stores busy, checks that no helper has claimed the heap (a flag in the heap
- * itself, so the check is one load), and clears busy.
+ * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"). Free's
+ * fast path changes none (it pushes onto the thread's cache, which helpers leave alone), so
+ * it does not mark the heap; the hardened build's, which takes from a slab's count, stores
+ * busy, checks that no helper has claimed the heap (a flag in the heap itself, so the check
+ * is one load), and clears busy.
  *
  * Footprint: a class whose cache and current slab have not changed for the purge delay, as
  * the thread's ticks see them, gives its cache back to the slab and the slab up (to the
@@ -87,18 +91,18 @@ struct hk_owned {
     uintptr_t base;       /* the slab's first byte */
     uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
     struct hk_slab *slab;
-    void **head;          /* where a freed block goes: the cache for the current slab, else
-                           * the slab's free list */
+    void **head;          /* where a freed block goes: the cache of its class (the hardened
+                           * build: that for the current slab, else the slab's free list) */
     uint32_t div;         /* HK_BLOCK_DIV of its class size */
-    uint32_t dec;         /* what a free takes from slab->used: 0 into the cache, else 1 */
+    uint32_t dec;         /* hardened build: what a free takes from slab->used (0 into the
+                           * cache, else 1) */
 };
 
-/* A stash (see "Reuse" above) holds HK_STASH_BYTES of a class's blocks, 1 to HK_STASH_MAX.
- * 32 KiB rather than 8: on shared_swap with 16 threads (on 2 cores) a larger stash reused more
- * remote frees where they were freed, 1.52e7 -> 1.81e7 ops/s, and the peak RSS fell from 66 to
- * 58 MB, fewer blocks being in transit; 2-thread runs did not change. */
-#define HK_STASH_BYTES 32768u
-#define HK_STASH_MAX 255u
+/* A cache's room (see "Reuse" above) after a refill: HK_ROOM_BYTES of its class's blocks,
+ * HK_ROOM_MIN to HK_ROOM_MAX of them. */
+#define HK_ROOM_BYTES 32768u
+#define HK_ROOM_MIN 8u
+#define HK_ROOM_MAX 1024u
 
 /* Remote frees are collected per destination owner and handed over a batch at a time, with
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
@@ -120,11 +124,11 @@ struct hk_batch {
 };
 
 struct hk_heap {
-    void *free[HK_NCLASS + 1];            /* fast-path free lists: blocks of cur[c] only */
-    /* How many more of other threads' blocks the cache of each class may take (the stash,
-     * see "Reuse"): set at a refill, 1 less for each block stashed, 1 more for each block
-     * malloc takes; read as at most the stash's size. */
-    uint32_t room[HK_NCLASS + 1];
+    void *free[HK_NCLASS + 1];            /* the caches: fast-path free lists */
+    /* How many more blocks free may put into the cache of each class (see "Reuse"): set at
+     * a refill, 1 less for each block freed into it, 1 more for each block malloc takes. It
+     * lies one array after free[], so that an owned-slab entry's head leads to both. */
+    intptr_t room[HK_NCLASS + 1];
     _Atomic unsigned char busy;           /* changing slab state (see above) */
     _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
                                            * (heap.c, "Idle owners"): wait for it */
@@ -154,8 +158,6 @@ struct hk_heap {
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
-    uint64_t stashed;                     /* classes whose caches took blocks of other slabs
-                                           * than the current one since their refill (bits) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */
     uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
@@ -200,6 +202,10 @@ static inline int hk_heap_guard_free(void *p, size_t bsize, size_t off, const ch
     return 1;
 }
 #endif
+/* Sends the calling thread's caches and batches home and applies its inbox, so that every
+ * slab whose blocks are all free is empty (the first half of malloc_trim; for tests that count
+ * slabs exactly). */
+void hk_heap_flush(void) HK_INTERNAL;
 /* Gives the calling thread's kept empty slabs to the pool (malloc_trim). */
 void hk_heap_trim(void) HK_INTERNAL;
 
@@ -235,20 +241,43 @@ void *hk_heap_corrupt(unsigned c, void *b) HK_INTERNAL HK_COLD;
  * (malloc's fast path: it keeps n, not the class, at hand for the call). */
 void *hk_heap_corrupt_size(size_t n, void *b) HK_INTERNAL HK_COLD;
 
-/* free of block start p of small slab s, which the calling thread owns, off its fast path:
- * waits for a helper that has claimed the heap, then frees. */
-void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
 
+#ifdef HK_HARDENED
 /* Slab s, not current, has just lost its last live block on free's fast path, with the heap
  * busy: handles it and clears busy. */
 void hk_heap_free_emptied(struct hk_slab *s) HK_INTERNAL HK_COLD;
+/* free of block start p of small slab s, which the calling thread owns, off its fast path:
+ * waits for a helper that has claimed the heap, then frees. */
+void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
+#endif
+
+#ifndef HK_HARDENED
+/* The cache whose first entry is head has run out of room: sends its newest blocks home. */
+void hk_heap_cache_full(void **head) HK_INTERNAL HK_COLD;
 
 /* free of block start p of small slab e->slab, which the calling thread owns (a full slab has
+ * no entry: its first free takes the slow path, which makes it partial): pushes p onto the
+ * cache of its class, whichever of the thread's slabs it is of; its slab goes on counting it,
+ * and the room bounds how many the cache holds. No slab state changes here, so a helper
+ * applying this thread's inbox meanwhile ("Idle owners" in heap.c) is no concern: a helper
+ * leaves the caches and rooms alone, and writes to the owned-slab table only to clear the
+ * entry of a slab it empties, whose blocks are all free, so no valid free reads that entry.
+ */
+static inline void hk_heap_free_fast(const struct hk_owned *e, void *p, uintptr_t mark) {
+    void **head = e->head;
+    hk_link_set(p, *head);
+    hk_mark_as(p, mark);
+    *head = p;
+    intptr_t *room = (intptr_t *)(head + HK_NCLASS + 1);
+    if (HK_UNLIKELY(--*room <= 0)) hk_heap_cache_full(head);
+}
+#else
+/* free of block start p of small slab e->slab, which the calling thread owns (a full slab has
  * no entry: its first free takes the slow path, which makes it partial): pushes p as entry e
- * says. 0, with nothing done, when a helper has claimed the heap (hk_heap_free_owned then). */
+ * says, with the heap busy. 0, with nothing done, when a helper has claimed the heap
+ * (hk_heap_free_owned then). */
 static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e, void *p,
                                     uintptr_t mark) {
-    struct hk_slab *s = e->slab;
     atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* the helper's membarrier orders store and load */
     if (HK_UNLIKELY(atomic_load_explicit(&h->claimed, memory_order_acquire))) {
@@ -259,6 +288,7 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
     hk_link_set(p, *head);
     hk_mark_as(p, mark);
     *head = p;
+    struct hk_slab *s = e->slab;
     uint32_t u = s->used - e->dec;
     s->used = u;
     if (HK_UNLIKELY(u == 0)) {
@@ -268,6 +298,7 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
     atomic_store_explicit(&h->busy, 0, memory_order_release);
     return 1;
 }
+#endif
 
 /* Pops a block of class c, refilling if needed. */
 static inline void *hk_heap_alloc(unsigned c) {

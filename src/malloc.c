@@ -156,9 +156,11 @@ static inline void hk_free_inline(void *p) {
                   !hk_marked_as(p, mark))) {
 #ifdef HK_HARDENED
         if (!hk_heap_guard_free(p, e->slab->bsize, off, "free")) return;
-#endif
         if (HK_LIKELY(hk_heap_free_fast(h, e, p, mark))) return;
         hk_heap_free_owned(e->slab, p);
+#else
+        hk_heap_free_fast(e, p, mark);
+#endif
         return;
     }
     hk_heap_free_slow(p, "free");

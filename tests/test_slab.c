@@ -155,6 +155,89 @@ TEST(frees_to_slabs_beyond_the_table_are_exact) {
            b.slabs_active_now, a.slabs_active_now);
 }
 
+/* Frees of the thread's own blocks go into its cache whichever of its slabs they are of: the
+ * next mallocs of the class hand them out, last freed first, and their slab counts them as
+ * live meanwhile. (The hardened build's cache holds the current slab's blocks only.) */
+TEST(own_frees_are_the_next_blocks) {
+    enum { N = 3 * 1024, K = 8 }; /* 64-byte blocks: three slabs */
+    void **p = hak_malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(64);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p[0]);
+    CHECK(hk_tls.cur[s->cls] != s);
+    void *mine[K + 1];
+    int k = 0;
+    for (int i = 0; i < N && k <= K; i++)
+        if (hk_slab_of((uintptr_t)p[i]) == s) mine[k++] = p[i], p[i] = NULL;
+    CHECK(k == K + 1);
+    uint32_t live = hk_heap_slab_live(s);
+    hak_free(mine[0]); /* the slab was full: it becomes partial, with this block on its list */
+    for (int i = 1; i <= K; i++) hak_free(mine[i]);
+    CHECKF(hk_heap_slab_live(s) == live - K - 1, "live %u, %u before", hk_heap_slab_live(s), live);
+    int next = 0;
+    for (int i = K; i >= 1; i--) {
+        void *q = hak_malloc(64);
+        next += q == mine[i];
+        mine[i] = q;
+    }
+#ifdef HK_HARDENED
+    CHECKF(next == 0, "%d of %d handed out next", next, K);
+#else
+    CHECKF(next == K, "%d of %d handed out next", next, K);
+#endif
+    for (int i = 1; i <= K; i++) hak_free(mine[i]);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    hak_free(p);
+}
+
+/* A cache grows by its room at most (heap.h, "Reuse"): a thread that frees eight slabs' worth
+ * of a class without a malloc keeps at most what its last refill put there and a room's worth
+ * (64 KiB) besides; the rest goes home, and every count stays exact. */
+TEST(a_cache_grows_by_its_room_at_most) {
+    enum { PER = 512, N = 8 * PER }; /* 128-byte blocks */
+    void **p = hak_malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(128);
+    unsigned c = hk_slab_of((uintptr_t)p[0])->cls;
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    unsigned n = 0;
+    for (void *b = hk_tls.free[c]; b; b = hk_link_get(b)) n++;
+    CHECKF(n <= PER + HK_ROOM_BYTES / 128, "%u blocks in the cache", n);
+    unsigned emptied = 0;
+    for (int i = 0; i < N; i += PER) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)p[i]);
+        emptied += s->cls != c || s->list == HK_LIST_RETAINED || s->state != HK_SLOT_ACTIVE;
+        if (s->cls == c && hk_heap_slab_live(s) != 0)
+            CHECKF(0, "slab %d: live %u", i / PER, hk_heap_slab_live(s));
+    }
+    /* Eight slabs, of which the cache can hold two at most: the others went home empty. */
+    CHECKF(emptied >= 5, "%u of 8 slabs emptied", emptied);
+    hak_free(p);
+}
+
+/* A class that sits idle gives back what its cache holds of other slabs than the current
+ * one, so that they can empty without a malloc_trim: two ticks of the thread's slow paths
+ * (10 ms apart) see it unchanged. */
+TEST(an_idle_cache_goes_home) {
+    enum { PER = 21, N = 4 * PER }; /* 3 KiB blocks: four slabs, the last one current */
+    void *p[N];
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(3072);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p[0]);
+    unsigned c = s->cls;
+    for (int i = 0; i < PER; i++) hak_free(p[i]); /* all of the first slab */
+#ifndef HK_HARDENED
+    CHECKF(hk_heap_slab_live(s) == 0 && s->used > 0 && s->list == HK_LIST_PARTIAL,
+           "used %u, list %u: the blocks are not in the cache", s->used, s->list);
+#endif
+    for (int round = 0; round < 3; round++) {
+        usleep(15000);
+        /* Refills of another class: a mid class takes one block per refill, so each of these
+         * refills, and every 16th reads the clock. */
+        for (int i = 0; i < 40; i++) hak_free(hak_malloc(200000));
+    }
+    CHECKF(s->cls != c || s->list != HK_LIST_PARTIAL, "the slab is still partial (used %u)",
+           s->used);
+    for (int i = PER; i < N; i++) hak_free(p[i]);
+}
+
 TEST(empty_slabs_are_reused_before_mapping) {
     /* Six slabs' worth of 1 KiB blocks: five become empty and not current; the thread keeps
      * some (its soft cap) and gives the rest to the pool. Allocating them again maps nothing. */
@@ -234,6 +317,9 @@ int main(void) {
     RUN(a_thread_carves_more_as_it_allocates_more);
     RUN(live_counts_exact_after_random_operations);
     RUN(frees_to_slabs_beyond_the_table_are_exact);
+    RUN(own_frees_are_the_next_blocks);
+    RUN(a_cache_grows_by_its_room_at_most);
+    RUN(an_idle_cache_goes_home);
     RUN(empty_slabs_are_reused_before_mapping);
     RUN(empty_slabs_are_kept_then_trimmed);
     RUN(large_blocks_grow_without_copying);
