@@ -468,6 +468,7 @@ void hk_heap_cache_full(void **head) {
     *head = hk_link_get(last);
     hk_link_set(last, NULL);
     h->room[c] += n;
+    HK_ASSERT(h->room[c] > 0);
     hk_heap_cache_send(h, c, b);
     hk_heap_leave(h);
 }
@@ -777,7 +778,7 @@ static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
     if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash || h->room[c] <= 1)
         return 0;
     hk_block_push(&h->free[c], p);
-    h->room[c]--;
+    h->room[c]--; /* at least 1 left: free's fast path tests for 0 only */
     h->flushed = 1; /* counts for the tick, which gives the stash back if the class idles */
     return 1;
 }
