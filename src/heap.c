@@ -449,27 +449,39 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     void *b = h->free[c];
     h->free[c] = NULL;
 #ifndef HK_HARDENED
-    if (c < HK_NSMALL) h->room[c] = hk_room_max[c];
+    if (c < HK_NSMALL) h->room[c] = hk_room_max[c], h->taken[c] = 0;
 #endif
     hk_heap_cache_send(h, c, b);
 }
 
 #ifndef HK_HARDENED
-/* The cache has taken a room's worth of blocks more than malloc took from it since its refill:
- * its newest blocks, half a room's worth, go home in one walk of blocks this thread has just
- * touched, and the older ones stay for malloc. */
+/* The cache has taken a room's worth of frees since its room was last set. malloc's fast path
+ * counts what it takes in taken[c], apart from the room: a count that free and malloc both
+ * change would chain every free to the malloc before it through memory (tight 32 ran 9%
+ * slower with one). Here those blocks are given back as room (at most the full room); if
+ * that leaves none, the cache's newest half room's worth goes home in one walk of blocks
+ * this thread has just touched, and the older ones stay for malloc. */
+/* Gives class c's room back what malloc took since it was last set, up to the full room. */
+static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
+    uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = hk_room_max[c];
+    h->taken[c] = 0;
+    return h->room[c] = (intptr_t)(room < max ? room : max);
+}
+
 void hk_heap_cache_full(void **head) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
     unsigned c = (unsigned)(head - h->free);
-    unsigned n = hk_room_max[c] / 2u;
-    void *b = *head, *last = b;
-    for (unsigned i = 1; i < n && hk_link_get(last); i++) last = hk_link_get(last);
-    *head = hk_link_get(last);
-    hk_link_set(last, NULL);
-    h->room[c] += n;
+    if (hk_room_make_up(h, c) == 0) {
+        unsigned n = hk_room_max[c] / 2u;
+        void *b = *head, *last = b; /* not NULL: the free that got here has just pushed one */
+        for (unsigned i = 1; i < n && hk_link_get(last); i++) last = hk_link_get(last);
+        *head = hk_link_get(last);
+        hk_link_set(last, NULL);
+        h->room[c] = n;
+        hk_heap_cache_send(h, c, b);
+    }
     HK_ASSERT(h->room[c] > 0);
-    hk_heap_cache_send(h, c, b);
     hk_heap_leave(h);
 }
 #endif
@@ -775,7 +787,8 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
  * "Reuse"; malloc's fast path gives room back without looking at the bound, which applies
  * here). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash || h->room[c] <= 1)
+    if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash ||
+        (h->room[c] <= 1 && hk_room_make_up(h, c) <= 1))
         return 0;
     hk_block_push(&h->free[c], p);
     h->room[c]--; /* at least 1 left: free's fast path tests for 0 only */
@@ -1017,6 +1030,7 @@ void *hk_heap_refill(unsigned c) {
         h->refilled |= (uint64_t)1 << c;
 #ifndef HK_HARDENED
         h->room[c] = hk_room_max[c];
+        h->taken[c] = 0;
 #endif
     }
     void *p = NULL;

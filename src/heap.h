@@ -2,7 +2,7 @@
  *
  * Fast paths (inlined into malloc and free, see malloc.c):
  *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
- *              checked, hk_link_ok), count it in room[c] (see "Reuse"), prefetch the new head
+ *              checked, hk_link_ok), count it in taken[c] (see "Reuse"), prefetch the new head
  *              (hk_block_prefetch), clear the block's free mark (block.h).
  *   free(p):   e = owned[(p >> 16) % HK_OWNED]; off = p - e->base below e->lim means p lies
  *              in the carved part of one of this thread's small slabs, current or not;
@@ -32,10 +32,12 @@
  * count slabs exactly send the caches home first, hk_heap_flush).
  *
  * Reuse (the room): a refill sets room[c] to HK_ROOM_BYTES of blocks (HK_ROOM_MIN to
- * HK_ROOM_MAX); each block free puts into the cache takes 1 and each block malloc takes from
- * it gives 1 back. When it runs out, the newest half of a room's worth goes home in one walk
- * (hk_heap_cache_full): to the current slab's free list, the thread's other slabs, or other
- * threads. So the cache follows what the thread allocates, as a tcmalloc thread cache does:
+ * HK_ROOM_MAX); each block free puts into the cache takes 1, and malloc counts each block it
+ * takes in taken[c] (apart: a count both change would chain each free to the malloc before it
+ * through memory). When the room runs out, the blocks malloc took are given back as room (up
+ * to the full room); if that leaves none, the newest half of a room's worth goes home in one
+ * walk (hk_heap_cache_full): to the current slab's free list, the thread's other slabs, or
+ * other threads. So the cache follows what the thread allocates, as a tcmalloc thread cache does:
  * a thread whose mallocs and frees of a class balance reuses every block it frees, last freed
  * first, and one that frees more than it allocates sends the surplus home in batches. Before,
  * a free to another of the thread's slabs than the current one went onto that slab's free list,
@@ -126,9 +128,12 @@ struct hk_batch {
 struct hk_heap {
     void *free[HK_NCLASS + 1];            /* the caches: fast-path free lists */
     /* How many more blocks free may put into the cache of each class (see "Reuse"): set at
-     * a refill, 1 less for each block freed into it, 1 more for each block malloc takes. It
+     * a refill, 1 less for each block freed into it, made up from taken[] when it runs out. It
      * lies one array after free[], so that an owned-slab entry's head leads to both. */
     intptr_t room[HK_NCLASS + 1];
+    /* Blocks malloc's fast path took from each cache since its room was last set: given back
+     * as room when the room runs out (hk_heap_cache_full). */
+    uintptr_t taken[HK_NCLASS + 1];
     _Atomic unsigned char busy;           /* changing slab state (see above) */
     _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
                                            * (heap.c, "Idle owners"): wait for it */
@@ -317,7 +322,7 @@ static inline void *hk_heap_alloc(unsigned c) {
         void *n = hk_link_get(b);
         if (HK_UNLIKELY(!hk_link_ok(b, n, c))) return hk_heap_corrupt(c, b);
         hk_tls.free[c] = n;
-        hk_tls.room[c]++;
+        hk_tls.taken[c]++;
         hk_block_prefetch(n);
         hk_mark_live(b);
         return b;

@@ -131,7 +131,7 @@ HK_EXPORT void *hak_malloc(size_t n) {
             void *next = hk_link_get(b);
             if (HK_UNLIKELY(!hk_link_ok(b, next, c))) return hk_heap_corrupt_size(n, b);
             hk_tls.free[c] = next;
-            hk_tls.room[c]++;
+            hk_tls.taken[c]++;
             hk_block_prefetch(next);
             hk_mark_live(b);
             return b;

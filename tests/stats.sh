@@ -20,7 +20,7 @@ need = ['pid', 'os_mmap', 'os_munmap', 'os_madvise', 'os_mremap', 'acquire_stage
         'large_cache_hits', 'large_cache_misses', 'minor_faults', 'peak_rss_kb', 'classes']
 assert all(k in r for k in need), [k for k in need if k not in r]
 assert r['slab_adopt'] >= 1 and r['large_cache_hits'] >= 1 and r['os_mmap'] >= 2
-assert any(c['size'] == 64 and c['slabs_acquired'] >= 1 for c in r['classes'])
+assert any(c['size'] == 8192 and c['slabs_acquired'] >= 1 for c in r['classes'])
 P"
 
 # The counts of a multi-threaded run with known operations, against a run without them.

@@ -28,7 +28,7 @@ done <<'T'
 pool acquire stage [123] .*class_size [0-9]+ slots [0-9]+ slab 0x
 os mmap addr 0x[0-9a-f]+ bytes [0-9]+
 large hit \(served from free large memory\) bytes 3145728
-ace soft cap up .*class_size 64 from 1 to 2
+ace soft cap up .*class_size 8192 from 1 to 2
 thread adopt \(an exited thread's slab\) class_size 768
 fail malloc failed: TooBig \(above PTRDIFF_MAX\) bytes 9223372036854775808
 T

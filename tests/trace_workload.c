@@ -37,11 +37,13 @@ int main(void) {
     pthread_create(&t, NULL, leave_a_block, NULL);
     pthread_join(t, NULL);
     for (int i = 0; i < 200; i++) sink = malloc(720);
-    /* ace: whole slabs emptied and taken again, window after window */
-    static void *v[4096];
+    /* ace: whole slabs emptied and taken again, window after window: 8 slabs of 8 KiB blocks,
+     * of which the thread's cache can hold one (64-byte blocks, 4 slabs of them, no longer
+     * did: the cache and the kept slab absorbed every round) */
+    static void *v[64];
     for (double end = now() + 0.35; now() < end;) {
-        for (int i = 0; i < 4096; i++) v[i] = malloc(64);
-        for (int i = 0; i < 4096; i++) free(v[i]);
+        for (int i = 0; i < 64; i++) v[i] = malloc(8192);
+        for (int i = 0; i < 64; i++) free(v[i]);
     }
     /* fail: more than any process may have */
     volatile size_t huge = SIZE_MAX / 2 + 1;
