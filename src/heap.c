@@ -134,8 +134,8 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * busy; for the same reason it never runs the owner's tick (hk_heap_emptied). Free's fast
  * path reads the owned-slab table unmarked too, so a helper never adds an entry (a slab it
  * makes partial gets its entry at the owner's next free to it) and clears only the entries
- * of slabs it empties: no valid free can read those, every block of them being free, and a
- * half-cleared entry admits no pointer outside its slab. Without membarrier (kernels
+ * of slabs it empties, with one store of the entry's bound (hk_owned_clear): no valid free
+ * reads those, every block of them being free, and the store makes the entry admit nothing. Without membarrier (kernels
  * before 4.14, seccomp filters) inboxes wait for their owners; under ThreadSanitizer, which
  * cannot see membarrier's ordering, too. */
 
@@ -455,12 +455,6 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
 }
 
 #ifndef HK_HARDENED
-/* The cache has taken a room's worth of frees since its room was last set. malloc's fast path
- * counts what it takes in taken[c], apart from the room: a count that free and malloc both
- * change would chain every free to the malloc before it through memory (tight 32 ran 9%
- * slower with one). Here those blocks are given back as room (at most the full room); if
- * that leaves none, the cache's newest half room's worth goes home in one walk of blocks
- * this thread has just touched, and the older ones stay for malloc. */
 /* Gives class c's room back what malloc took since it was last set, up to the full room. */
 static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
     uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = hk_room_max[c];
@@ -468,6 +462,12 @@ static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
     return h->room[c] = (intptr_t)(room < max ? room : max);
 }
 
+/* The cache has taken a room's worth of frees since its room was last set. malloc's fast path
+ * counts what it takes in taken[c], apart from the room: a count that free and malloc both
+ * change would chain every free to the malloc before it through memory (tight 32 ran 9%
+ * slower with one). Here those blocks are given back as room (at most the full room); if
+ * that leaves none, the cache's newest half room's worth goes home in one walk of blocks
+ * this thread has just touched, and the older ones stay for malloc. */
 void hk_heap_cache_full(void **head) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
