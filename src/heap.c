@@ -783,9 +783,9 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
 #ifndef HK_HARDENED
 /* Puts small block p of class c (its slab goes on counting it as live) onto the calling
  * thread's cache as part of its stash, if the thread allocates the class (it has a current slab
- * of it: a consumer that only frees sends every block home) and the class has room (heap.h,
- * "Reuse"; malloc's fast path gives room back without looking at the bound, which applies
- * here). */
+ * of it: a consumer that only frees sends every block home) and the class has room, made up
+ * from what malloc took if it is down to its last (heap.h, "Reuse"; free's fast path tests
+ * for 0 only, so the stash leaves at least 1). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
     if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash ||
         (h->room[c] <= 1 && hk_room_make_up(h, c) <= 1))

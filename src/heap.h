@@ -270,21 +270,13 @@ void hk_heap_cache_full(void **head) HK_INTERNAL HK_COLD;
  */
 static inline void hk_heap_free_fast(const struct hk_owned *e, void *p, uintptr_t mark) {
     void **head = e->head;
-    void *next = *head;
-    /* The room first, and the branch on it at once: so its read-modify-write is one
-     * instruction, its flags the branch's. A class's room is at least 1 whenever its table
-     * has an entry (a refill sets it before the first, and it is made up at 0), so 0 is the
-     * only bound to test. */
-    if (HK_UNLIKELY(--*(intptr_t *)(head + HK_NCLASS + 1) == 0)) {
-        hk_link_set(p, next);
-        hk_mark_as(p, mark);
-        *head = p;
-        hk_heap_cache_full(head);
-        return;
-    }
-    hk_link_set(p, next);
+    hk_link_set(p, *head);
     hk_mark_as(p, mark);
     *head = p;
+    /* A class's room is at least 1 whenever its table has an entry (a refill sets it before
+     * the first, and it is made up at 0), so 0 is the only bound to test, which is a single
+     * read-modify-write and a branch on its flags. */
+    if (HK_UNLIKELY(--*(intptr_t *)(head + HK_NCLASS + 1) == 0)) hk_heap_cache_full(head);
 }
 #else
 /* free of block start p of small slab e->slab, which the calling thread owns (a full slab has
