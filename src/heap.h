@@ -67,10 +67,12 @@
  * briefly does not hold a slab of each for ever.
  *
  * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
- * soft cap for its class, and reused before any other; one more goes to the pool. Kept slabs
- * go to the pool once idle for the purge delay (checked on the thread's slow paths), on
- * malloc_trim, and at thread exit, when the cache is returned to its slab and every owned slab
- * is released or orphaned (orphan.h). */
+ * soft cap for its class, and reused before any other; one more goes to the pool. Where a
+ * mid class's cap is 0, a span that other threads' frees emptied (applied from the thread's
+ * inbox) is kept all the same, one per class, for a tick or two (hk_heap_keep).
+ * Kept slabs go to the pool once idle for the purge delay (checked on the thread's slow
+ * paths), beyond the cap at a tick, on malloc_trim, and at thread exit, when the cache
+ * is returned to its slab and every owned slab is released or orphaned (orphan.h). */
 #ifndef HK_HEAP_H
 #define HK_HEAP_H
 
@@ -166,6 +168,7 @@ struct hk_heap {
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */
     uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
+    uint8_t draining;                     /* applying its own inbox (heap.c, hk_heap_keep) */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
     void *orphan_batch;                   /* orphans' blocks on their way, linked, marked free */

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "hakmem.h"
 #include "heap.h"
+#include "policy.h"
 
 static struct hak_stats stats(void) {
     struct hak_stats s;
@@ -569,6 +570,39 @@ TEST(producer_consumer_every_free_remote) {
            a.mapped_bytes_now, b.mapped_bytes_now);
 }
 
+/* A producer's mid spans, emptied by a consumer's frees, serve it again without a trip to the
+ * pool; a span the thread empties itself is not kept (where the soft cap is 0). */
+#define NMID 8
+static void *mids[NMID];
+
+static void *free_mids(void *arg) {
+    (void)arg;
+    for (int i = 0; i < NMID; i++) hak_free(mids[i]);
+    return NULL; /* its batch goes home at exit */
+}
+
+TEST(a_producer_takes_back_the_spans_its_consumer_emptied) {
+    for (int i = 0; i < NMID; i++) mids[i] = hak_malloc(200000);
+    struct hk_slab *span = hk_slab_of((uintptr_t)mids[0]);
+    unsigned c = span->cls;
+    CHECK(c >= HK_NSMALL);
+    pthread_t t;
+    pthread_create(&t, NULL, free_mids, NULL);
+    pthread_join(t, NULL);
+    struct hak_stats a = stats();
+    void *p = hak_malloc(200000); /* the refill applies the frees: every span empties */
+    struct hak_stats b = stats();
+    int ours = 0;
+    for (int i = 0; i < NMID; i++) ours |= hk_slab_of((uintptr_t)p) == hk_slab_of((uintptr_t)mids[i]);
+    CHECK(ours);
+    CHECKF(b.acquire_stage1 + b.acquire_stage2 + b.acquire_stage3_cache + b.acquire_stage3_mmap ==
+               a.acquire_stage1 + a.acquire_stage2 + a.acquire_stage3_cache + a.acquire_stage3_mmap,
+           "stage 1 %zu -> %zu, stage 2 %zu -> %zu", a.acquire_stage1, b.acquire_stage1,
+           a.acquire_stage2, b.acquire_stage2);
+    hak_free(p); /* an own free empties the span again: kept only within the soft cap */
+    if (hk_pol_soft_cap(c) == 0) CHECK(hk_tls.nretained[c] == 0);
+}
+
 /* --- fork -------------------------------------------------------------------------------- */
 static atomic_int stop_spinner;
 static void *spinner(void *arg) {
@@ -613,6 +647,7 @@ int main(void) {
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(thread_churn_keeps_memory_flat);
     RUN(producer_consumer_every_free_remote);
+    RUN(a_producer_takes_back_the_spans_its_consumer_emptied);
     RUN(fork_while_other_thread_allocates);
     TEST_MAIN_END();
 }
