@@ -57,7 +57,7 @@ static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
     int current = h->cur[s->cls] == s;
     e->base = (uintptr_t)hk_slab_base(s);
     e->lim = (uintptr_t)s->carved * s->bsize;
-    e->slab = s;
+    h->owned_slab[e - h->owned] = s;
 #ifndef HK_HARDENED
     (void)current;
     e->head = &h->free[s->cls];
@@ -73,9 +73,9 @@ static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
  * stay as it was. */
 static void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
     struct hk_owned *e = hk_owned_entry(h, s);
-    if (e->slab == s) {
+    if (h->owned_slab[e - h->owned] == s) {
         __atomic_store_n(&e->lim, 0, __ATOMIC_RELAXED);
-        e->slab = NULL;
+        h->owned_slab[e - h->owned] = NULL;
     }
 }
 
@@ -367,7 +367,7 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     s->used = s->carved;
     /* Free's fast path takes what was carved, nothing beyond. */
     struct hk_owned *e = hk_owned_entry(h, s);
-    if (e->slab == s) e->lim = (uintptr_t)s->carved * bs;
+    if (h->owned_slab[e - h->owned] == s) e->lim = (uintptr_t)s->carved * bs;
 }
 
 /* --- retention and the tick ----------------------------------------------------------------- */

@@ -84,9 +84,9 @@
 #include "size_class.h"
 #include "superslab.h"
 
-/* Owned-slab table entries (a power of two). 512 entries (20 KiB of the thread's TLS) hold 16
- * SuperSlabs' slabs without a collision: with 256, shared_swap's 27 MB of live small blocks
- * sent one free in three to the slow path. */
+/* Owned-slab table entries (a power of two). 512 entries (16 KiB of the thread's TLS, and 4
+ * KiB for their slabs) hold 16 SuperSlabs' slabs without a collision: with 256, shared_swap's
+ * 27 MB of live small blocks sent one free in three to the slow path. */
 #define HK_OWNED 512
 
 /* One of the thread's small slabs (not full, not kept empty), in entry (base >> 16) %
@@ -94,13 +94,15 @@
 struct hk_owned {
     uintptr_t base;       /* the slab's first byte */
     uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
-    struct hk_slab *slab;
     void **head;          /* where a freed block goes: the cache of its class (the hardened
                            * build: that for the current slab, else the slab's free list) */
     uint32_t div;         /* HK_BLOCK_DIV of its class size */
     uint32_t dec;         /* hardened build: what a free takes from slab->used (0 into the
                            * cache, else 1) */
 };
+/* 32 bytes, so that free finds its entry with a shift and a mask, and reads it off %fs with
+ * no address computed: the slab itself is kept beside the table (hk_heap.owned_slab). */
+_Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes");
 
 /* A cache's room (see "Reuse" above) after a refill: HK_ROOM_BYTES of its class's blocks,
  * HK_ROOM_MIN to HK_ROOM_MAX of them. */
@@ -162,6 +164,7 @@ struct hk_heap {
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif
     struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
+    struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each entry (NULL: none) */
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
@@ -263,7 +266,7 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
 /* The cache whose first entry is head has run out of room: sends its newest blocks home. */
 void hk_heap_cache_full(void **head) HK_INTERNAL HK_COLD;
 
-/* free of block start p of small slab e->slab, which the calling thread owns (a full slab has
+/* free of block start p of the small slab of entry e, which the calling thread owns (a full slab has
  * no entry: its first free takes the slow path, which makes it partial): pushes p onto the
  * cache of its class, whichever of the thread's slabs it is of; its slab goes on counting it,
  * and the room bounds how many the cache holds. No slab state changes here, so a helper
@@ -282,7 +285,7 @@ static inline void hk_heap_free_fast(const struct hk_owned *e, void *p, uintptr_
     if (HK_UNLIKELY(--*(intptr_t *)(head + HK_NCLASS + 1) == 0)) hk_heap_cache_full(head);
 }
 #else
-/* free of block start p of small slab e->slab, which the calling thread owns (a full slab has
+/* free of block start p of the small slab of entry e, which the calling thread owns (a full slab has
  * no entry: its first free takes the slow path, which makes it partial): pushes p as entry e
  * says, with the heap busy. 0, with nothing done, when a helper has claimed the heap
  * (hk_heap_free_owned then). */
@@ -298,7 +301,7 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
     hk_link_set(p, *head);
     hk_mark_as(p, mark);
     *head = p;
-    struct hk_slab *s = e->slab;
+    struct hk_slab *s = h->owned_slab[e - h->owned];
     uint32_t u = s->used - e->dec;
     s->used = u;
     if (HK_UNLIKELY(u == 0)) {

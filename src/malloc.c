@@ -155,9 +155,10 @@ static inline void hk_free_inline(void *p) {
     if (HK_LIKELY(off < e->lim && (uint32_t)off * e->div <= HK_BLOCK_START_MAX &&
                   !hk_marked_as(p, mark))) {
 #ifdef HK_HARDENED
-        if (!hk_heap_guard_free(p, e->slab->bsize, off, "free")) return;
+        struct hk_slab *s = h->owned_slab[e - h->owned];
+        if (!hk_heap_guard_free(p, s->bsize, off, "free")) return;
         if (HK_LIKELY(hk_heap_free_fast(h, e, p, mark))) return;
-        hk_heap_free_owned(e->slab, p);
+        hk_heap_free_owned(s, p);
 #else
         hk_heap_free_fast(e, p, mark);
 #endif

@@ -238,9 +238,8 @@ static int ht_entry_before, ht_entry_after;
 static uint32_t ht_live;
 
 static int ht_has_entry(struct hk_slab *s) {
-    const struct hk_owned *e = &hk_tls.owned[((uintptr_t)hk_slab_base(s) >> HK_SLAB_SHIFT) &
-                                             (HK_OWNED - 1)];
-    return e->slab == s && e->lim != 0;
+    unsigned i = ((uintptr_t)hk_slab_base(s) >> HK_SLAB_SHIFT) & (HK_OWNED - 1);
+    return hk_tls.owned_slab[i] == s && hk_tls.owned[i].lim != 0;
 }
 
 static void *ht_owner(void *arg) {
