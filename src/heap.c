@@ -268,8 +268,12 @@ static void hk_partial_unlink(struct hk_heap *h, struct hk_slab *s) {
     hk_slab_list_unlink(&h->partial[s->cls], s);
 }
 
-/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL); a partial small slab
- * gets its entry in the owned-slab table, a full one has none (its first free goes slow). */
+/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL). A small slab gets its
+ * entry in the owned-slab table, full or not: free's fast path puts the block into the cache
+ * and leaves the slab as it is (it becomes partial when the block goes home). The hardened
+ * build's fast path frees a block of a slab that is not current onto the slab's list, which
+ * for a full slab means a move to the partial list: there a full slab has no entry, and its
+ * first free takes the slow path. */
 static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list) {
     if (list == HK_LIST_PARTIAL) {
         hk_partial_append(h, s);
@@ -277,7 +281,11 @@ static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list)
     } else {
         s->list = list;
         hk_slab_list_push(&h->full[s->cls], s);
+#ifdef HK_HARDENED
         hk_owned_clear(h, s);
+#else
+        hk_owned_set(h, s);
+#endif
     }
 }
 
@@ -917,8 +925,8 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
         /* One of this thread's slabs (its class and owner cannot change under it). Programs
          * whose live small blocks span more slabs than the table has entries come here
          * often: the block goes into the stash (heap.h, "Reuse"), or is freed here at once.
-         * A full slab is freed to at once and gets its entry back, so a program that frees
-         * all its blocks empties every slab. A partial slab whose entry is free takes it (a
+         * A full slab (one whose entry another slab took, or any in the hardened build) is
+         * freed to at once and gets its entry back. A partial slab whose entry is free takes it (a
          * helper that made the slab partial left the table alone). Other threads' blocks:
          * hk_free_dispatch, which stashes them too. */
         if (o != NULL && o == h->owner) {

@@ -12,16 +12,19 @@
  *              array after the caches. Every free to one of the thread's small slabs takes
  *              this one path, whichever slab it is, so that is no branch to mispredict, and
  *              the block is the next one malloc hands out, while this core still holds its
- *              lines. Full slabs have no entry: the first free to one makes it partial on the
- *              slow path. (The hardened build pushes a block of another slab than the current
- *              one onto that slab's free list and takes 1 from its `used`: its caches hold
- *              the current slab's blocks only, e->dec 0 for the current slab and 1 else.)
+ *              lines. Full slabs keep their entry: the block waits in the cache, and the
+ *              slab becomes partial when it goes home. (The hardened build pushes a block of
+ *              another slab than the current one onto that slab's free list and takes 1 from
+ *              its `used`: its caches hold the current slab's blocks only, e->dec 0 for the
+ *              current slab and 1 else; there a full slab has no entry, and the first free to
+ *              one makes it partial on the slow path.)
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
  * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
  * miss goes to the slow path: another thread's slab (into the stash, see "Reuse" below), a
  * mid block, a large block, a foreign pointer, NULL, a slab whose table entry another slab
- * took (into the stash too), a full slab, and blocks marked free are validated in full.
+ * took (into the stash too), a full slab (hardened build), and blocks marked free are
+ * validated in full.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
  * slab->free, i.e. held by users, by a thread's cache, or waiting in a batch or an inbox. A
@@ -266,8 +269,8 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
 /* The cache whose first entry is head has run out of room: sends its newest blocks home. */
 void hk_heap_cache_full(void **head) HK_INTERNAL HK_COLD;
 
-/* free of block start p of the small slab of entry e, which the calling thread owns (a full slab has
- * no entry: its first free takes the slow path, which makes it partial): pushes p onto the
+/* free of block start p of the small slab of entry e, which the calling thread owns, full or
+ * not: pushes p onto the
  * cache of its class, whichever of the thread's slabs it is of; its slab goes on counting it,
  * and the room bounds how many the cache holds. No slab state changes here, so a helper
  * applying this thread's inbox meanwhile ("Idle owners" in heap.c) is no concern: a helper

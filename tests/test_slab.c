@@ -170,7 +170,7 @@ TEST(own_frees_are_the_next_blocks) {
         if (hk_slab_of((uintptr_t)p[i]) == s) mine[k++] = p[i], p[i] = NULL;
     CHECK(k == K + 1);
     uint32_t live = hk_heap_slab_live(s);
-    hak_free(mine[0]); /* the slab was full: it becomes partial, with this block on its list */
+    hak_free(mine[0]); /* the slab was full: into the cache all the same */
     for (int i = 1; i <= K; i++) hak_free(mine[i]);
     CHECKF(hk_heap_slab_live(s) == live - K - 1, "live %u, %u before", hk_heap_slab_live(s), live);
     int next = 0;
