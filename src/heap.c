@@ -926,8 +926,8 @@ static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
          * whose live small blocks span more slabs than the table has entries come here
          * often: the block goes into the stash (heap.h, "Reuse"), or is freed here at once.
          * A full slab (one whose entry another slab took, or any in the hardened build) is
-         * freed to at once and gets its entry back. A partial slab whose entry is free takes it (a
-         * helper that made the slab partial left the table alone). Other threads' blocks:
+         * freed to at once and gets its entry back. A partial slab whose entry is free takes
+         * it (a helper that made the slab partial left the table alone). Other threads' blocks:
          * hk_free_dispatch, which stashes them too. */
         if (o != NULL && o == h->owner) {
             if (s->list == HK_LIST_PARTIAL && c < HK_NSMALL && hk_owned_entry(h, s)->lim == 0)

@@ -92,8 +92,9 @@
  * 27 MB of live small blocks sent one free in three to the slow path. */
 #define HK_OWNED 512
 
-/* One of the thread's small slabs (not full, not kept empty), in entry (base >> 16) %
- * HK_OWNED; a slab whose entry another took, or a full one, is freed to by the slow path. */
+/* One of the thread's small slabs (not kept empty; in the hardened build not full either), in
+ * entry (base >> 16) % HK_OWNED; a slab whose entry another took is freed to by the slow path
+ * (and so is a full one in the hardened build). */
 struct hk_owned {
     uintptr_t base;       /* the slab's first byte */
     uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
@@ -103,8 +104,8 @@ struct hk_owned {
     uint32_t dec;         /* hardened build: what a free takes from slab->used (0 into the
                            * cache, else 1) */
 };
-/* 32 bytes, so that free finds its entry with a shift and a mask, and reads it off %fs with
- * no address computed: the slab itself is kept beside the table (hk_heap.owned_slab). */
+/* 32 bytes, so that free finds its entry with a shift and a mask (a multiply by 5 before):
+ * the slab itself, which only slow paths read, is kept beside the table (owned_slab). */
 _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes");
 
 /* A cache's room (see "Reuse" above) after a refill: HK_ROOM_BYTES of its class's blocks,
@@ -270,13 +271,12 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
 void hk_heap_cache_full(void **head) HK_INTERNAL HK_COLD;
 
 /* free of block start p of the small slab of entry e, which the calling thread owns, full or
- * not: pushes p onto the
- * cache of its class, whichever of the thread's slabs it is of; its slab goes on counting it,
- * and the room bounds how many the cache holds. No slab state changes here, so a helper
- * applying this thread's inbox meanwhile ("Idle owners" in heap.c) is no concern: a helper
- * leaves the caches and rooms alone, and writes to the owned-slab table only to clear the
- * entry of a slab it empties, whose blocks are all free, so no valid free reads that entry.
- */
+ * not: pushes p onto the cache of its class, whichever of the thread's slabs it is of; its
+ * slab goes on counting it, and the room bounds how many the cache holds. No slab state
+ * changes here, so a helper applying this thread's inbox meanwhile ("Idle owners" in heap.c)
+ * is no concern: a helper leaves the caches and rooms alone, and writes to the owned-slab
+ * table only to clear the entry of a slab it empties, whose blocks are all free, so no valid
+ * free reads that entry. */
 static inline void hk_heap_free_fast(const struct hk_owned *e, void *p, uintptr_t mark) {
     void **head = e->head;
     hk_link_set(p, *head);
@@ -288,8 +288,9 @@ static inline void hk_heap_free_fast(const struct hk_owned *e, void *p, uintptr_
     if (HK_UNLIKELY(--*(intptr_t *)(head + HK_NCLASS + 1) == 0)) hk_heap_cache_full(head);
 }
 #else
-/* free of block start p of the small slab of entry e, which the calling thread owns (a full slab has
- * no entry: its first free takes the slow path, which makes it partial): pushes p as entry e
+/* free of block start p of the small slab of entry e, which the calling thread owns (a full
+ * slab has no entry: its first free takes the slow path, which makes it partial): pushes p as
+ * entry e
  * says, with the heap busy. 0, with nothing done, when a helper has claimed the heap
  * (hk_heap_free_owned then). */
 static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e, void *p,
