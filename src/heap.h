@@ -21,7 +21,8 @@
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
  * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
- * miss goes to the slow path: another thread's slab (into the stash, see "Reuse" below), a
+ * miss goes to the slow path: another thread's slab (into the stash, see "Reuse" below; its
+ * common cases, and those of the next item, on a short path of their own, hk_stash_fast), a
  * mid block, a large block, a foreign pointer, NULL, a slab whose table entry another slab
  * took (into the stash too), a full slab (hardened build), and blocks marked free are
  * validated in full.

@@ -54,6 +54,9 @@ double-free-after-realloc     @ free:$double                @ free:$double
 double-free-realloc-zero      @ free:$double                @ free:$double
 double-free-remote            @ free:$double                @ free:$double
 double-free-remote-then-owner @ free:$double                @ free:$double
+double-free-remote-stashed    @ free:$double                @ free:$double
+free-interior-remote-stashed  @ free:$invalid               @ free:$invalid
+free-uncarved-remote-stashed  @ free:$invalid               @ free:$invalid
 double-free-exited-thread     @ free:$double                @ free:$double
 realloc-freed                 @ realloc:$freed              @ realloc:$freed
 usable-size-freed             @ malloc_usable_size:$freed   @ malloc_usable_size:$freed

@@ -186,13 +186,17 @@ static void *free_it_twice(void *p) {
     free(p);
     return NULL;
 }
+/* Runs fn(arg) on a thread of its own, to its end. */
+static void on_another_thread(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    pthread_create(&t, NULL, fn, arg);
+    pthread_join(t, NULL);
+}
 static void double_free_remote(void) {
     /* another thread frees the main thread's block twice */
     char *p = fresh(64);
     char *keep = fresh(64);
-    pthread_t t;
-    pthread_create(&t, NULL, free_it_twice, p);
-    pthread_join(t, NULL);
+    on_another_thread(free_it_twice, p);
     sink = keep;
 }
 static void double_free_remote_then_owner(void) {
@@ -201,6 +205,33 @@ static void double_free_remote_then_owner(void) {
     pthread_create(&t, NULL, free_it, p);
     pthread_join(t, NULL);
     free(p); /* the owner frees what another thread freed already */
+}
+/* The same misuse by a thread that allocates the class itself: its frees of other threads'
+ * blocks go into its own cache (the stash), on a path of their own. */
+static void *stash_free_twice(void *p) {
+    char *own = malloc(64); /* the class in use here too */
+    free_it_twice(p);
+    sink = own;
+    return NULL;
+}
+static void double_free_remote_stashed(void) {
+    char *p = fresh(64);
+    char *keep = fresh(64);
+    on_another_thread(stash_free_twice, p);
+    sink = keep;
+}
+static void *stash_free_one(void *p) {
+    char *own = malloc(64);
+    free_it(p);
+    sink = own;
+    return NULL;
+}
+static void free_interior_remote_stashed(void) {
+    on_another_thread(stash_free_one, fresh(64) + 16); /* 16-aligned, no block start */
+}
+static void free_uncarved_remote_stashed(void) {
+    char *q = fresh(64); /* its slab carves a batch of blocks at a time, not all 1024 */
+    on_another_thread(stash_free_one, (char *)((uintptr_t)q & ~(uintptr_t)0xffff) + 64 * 1000);
 }
 static void *alloc_pair(void *out) {
     char **v = out;
@@ -429,6 +460,9 @@ static const struct misuse cases[] = {
     C(double_free_realloc_zero, "double-free"),
     C(double_free_remote, "double-free"),
     C(double_free_remote_then_owner, "double-free"),
+    C(double_free_remote_stashed, "double-free"),
+    C(free_interior_remote_stashed, "invalid-free"),
+    C(free_uncarved_remote_stashed, "invalid-free"),
     C(double_free_exited_thread, "double-free"),
     C(realloc_freed, "double-free"),
     C(usable_size_freed, "double-free"),
