@@ -904,43 +904,44 @@ static int hk_heap_may_free(struct hk_slab *s, void *p, const char *op) {
 
 static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
 
-static void hk_heap_free_checked(struct hk_heap *h, void *p, const char *op) {
+/* free of p, a pointer into slab s of a SuperSlab, validated in full. */
+static void hk_heap_free_in_slab(struct hk_heap *h, struct hk_slab *s, void *p, const char *op) {
     uintptr_t a = (uintptr_t)p;
-    if (HK_LIKELY(hk_is_superslab(a))) {
-        struct hk_slab *s = hk_slab_of(a);
-        unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-        if (HK_UNLIKELY(c == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
-            /* A block start of a slab that went back to the pool empty: freed already. */
-            int twice = c == HK_CLS_NONE && hk_pool_has_free_slab(s) &&
-                        hk_slab_block_index(s, a) >= 0;
-            hk_report(op, p,
-                      twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
-            return;
-        }
-        /* Here: another thread's slab, an orphan, a mid span, one of ours whose table entry
-         * another slab took, or a block the fast path found marked free. */
-        if (!hk_heap_may_free(s, p, op)) return;
-        struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-        if (HK_UNLIKELY(hk_counting)) hk_heap_count_free(h, c, !h->owner || o != h->owner);
-        /* One of this thread's slabs (its class and owner cannot change under it). Programs
-         * whose live small blocks span more slabs than the table has entries come here
-         * often: the block goes into the stash (heap.h, "Reuse"), or is freed here at once.
-         * A full slab (one whose entry another slab took, or any in the hardened build) is
-         * freed to at once and gets its entry back. A partial slab whose entry is free takes
-         * it (a helper that made the slab partial left the table alone). Other threads' blocks:
-         * hk_free_dispatch, which stashes them too. */
-        if (o != NULL && o == h->owner) {
-            if (s->list == HK_LIST_PARTIAL && c < HK_NSMALL && hk_owned_entry(h, s)->lim == 0)
-                hk_owned_set(h, s);
-#ifndef HK_HARDENED
-            if (s->list != HK_LIST_FULL && hk_stash_put(h, c, p)) return;
-#endif
-            hk_local_free(h, s, p);
-        } else {
-            hk_free_dispatch(h, s, p);
-        }
+    unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
+    if (HK_UNLIKELY(c == HK_CLS_NONE || hk_slab_block_index(s, a) < 0)) {
+        /* A block start of a slab that went back to the pool empty: freed already. */
+        int twice = c == HK_CLS_NONE && hk_pool_has_free_slab(s) &&
+                    hk_slab_block_index(s, a) >= 0;
+        hk_report(op, p,
+                  twice ? "double free" : "invalid pointer (not a block hakmem handed out)");
         return;
     }
+    /* Here: another thread's slab, an orphan, a mid span, one of ours whose table entry
+     * another slab took, or a block the fast path found marked free. */
+    if (!hk_heap_may_free(s, p, op)) return;
+    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    if (HK_UNLIKELY(hk_counting)) hk_heap_count_free(h, c, !h->owner || o != h->owner);
+    /* One of this thread's slabs (its class and owner cannot change under it). Programs
+     * whose live small blocks span more slabs than the table has entries come here
+     * often: the block goes into the stash (heap.h, "Reuse"), or is freed here at once.
+     * A full slab (one whose entry another slab took, or any in the hardened build) is
+     * freed to at once and gets its entry back. A partial slab whose entry is free takes
+     * it (a helper that made the slab partial left the table alone). Other threads' blocks:
+     * hk_free_dispatch, which stashes them too. */
+    if (o != NULL && o == h->owner) {
+        if (s->list == HK_LIST_PARTIAL && c < HK_NSMALL && hk_owned_entry(h, s)->lim == 0)
+            hk_owned_set(h, s);
+#ifndef HK_HARDENED
+        if (s->list != HK_LIST_FULL && hk_stash_put(h, c, p)) return;
+#endif
+        hk_local_free(h, s, p);
+    } else {
+        hk_free_dispatch(h, s, p);
+    }
+}
+
+/* free of p, a pointer into no SuperSlab: NULL, a large block, or a misuse. */
+static void hk_heap_free_outside(void *p, const char *op) {
     if (p == NULL) return;
     int r = hk_large_free(p);
     if (r > 0) {
@@ -969,23 +970,24 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
 /* free's second try, for the commonest misses of its fast path: a valid small block of another
  * live thread's slab (where threads free each other's blocks), or of one of the thread's own
  * slabs whose table entry another slab holds (where live blocks span more slabs than the
- * table has entries), taken into the stash (heap.h, "Reuse"). It makes the same checks as hk_heap_free_checked (a SuperSlab, a class of one
- * slot, a carved block start, not marked free) and hk_stash_put, in the order this case needs
- * them, on the slab's metadata and the thread's own fields only. It leaves the heap
- * unmarked, as free's fast path does: it changes the thread's cache and room alone, which
- * helpers leave alone. 0, with nothing done, for anything else, or when the class must make up
- * its room, the tick is due or the counters are on: the full path decides then (shared_swap,
- * 2 threads: about 140 instructions a remote free there, 40 here). */
-static inline int hk_stash_fast(struct hk_heap *h, void *p) {
-    uintptr_t a = (uintptr_t)p;
-    if (HK_UNLIKELY(!hk_is_superslab(a))) return 0;
-    const struct hk_slab *s = hk_slab_of(a);
+ * table has entries), taken into the stash (heap.h, "Reuse"). p lies in slab s of a
+ * SuperSlab. It makes the checks of hk_heap_free_in_slab (a class of one slot, a carved
+ * block start, not marked free) and hk_stash_put, in the order this case needs them, the
+ * cheapest refusals first, on the slab's metadata and the thread's own fields only. It
+ * leaves the heap unmarked, as free's fast path does: it changes the thread's cache and room
+ * alone, which helpers leave alone. 0, with nothing done, for anything else, or when the
+ * class must make up its room, the tick is due or the counters are on: the full path decides
+ * then (shared_swap, 2 threads: about 140 instructions a remote free there, 35 here). */
+static inline int hk_stash_fast(struct hk_heap *h, const struct hk_slab *s, void *p) {
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-    if (c >= HK_NSMALL) return 0; /* a mid span, or no slab at all (HK_CLS_NONE) */
+    /* A mid span, or no slab at all (HK_CLS_NONE); a class the thread does not allocate (a
+     * consumer's frees go home) or whose cache has no room left. */
+    if (c >= HK_NSMALL || h->cur[c] == NULL || h->room[c] <= 1) return 0;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    uint32_t off = (uint32_t)(a & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
+    uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     if ((uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
-        off >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED) * __atomic_load_n(&s->bsize, __ATOMIC_RELAXED))
+        off >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED) *
+                   __atomic_load_n(&s->bsize, __ATOMIC_RELAXED))
         return 0;
     if (o != h->owner) {
         if (o == NULL || __atomic_load_n(&s->adopted, __ATOMIC_RELAXED)) return 0;
@@ -993,8 +995,7 @@ static inline int hk_stash_fast(struct hk_heap *h, void *p) {
                (s->list == HK_LIST_PARTIAL && hk_owned_entry(h, s)->lim == 0)) {
         return 0; /* one of the thread's slabs that the full path hands its table entry */
     }
-    if (h->cur[c] == NULL || h->room[c] <= 1 || h->tick_countdown == 0 || h->no_stash ||
-        !h->hooked || HK_UNLIKELY(hk_counting))
+    if (h->tick_countdown == 0 || h->no_stash || !h->hooked || HK_UNLIKELY(hk_counting))
         return 0;
     uintptr_t mark = hk_free_mark();
     if (HK_UNLIKELY(hk_marked_as(p, mark))) return 0; /* reported as a double free there */
@@ -1007,10 +1008,13 @@ static inline int hk_stash_fast(struct hk_heap *h, void *p) {
 }
 #endif
 
-/* The full path of free's slow path: out of line, so that hk_stash_fast's hits need no stack frame. */
-static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, void *p, const char *op) {
+/* The full path of free's slow path (s: p's slab, or NULL outside every SuperSlab), with the
+ * heap marked busy; out of line, so that hk_stash_fast's hits need no stack frame. */
+static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, struct hk_slab *s, void *p,
+                                          const char *op) {
     hk_heap_enter(h);
-    hk_heap_free_checked(h, p, op);
+    if (HK_LIKELY(s != NULL)) hk_heap_free_in_slab(h, s, p, op);
+    else hk_heap_free_outside(p, op);
     if (HK_UNLIKELY(h->flushed) && h->owner && !h->exiting) {
         h->flushed = 0;
         hk_heap_maybe_tick(h);
@@ -1020,10 +1024,14 @@ static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, void *p, const char
 
 void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
+    struct hk_slab *s = NULL;
+    if (HK_LIKELY(hk_is_superslab((uintptr_t)p))) {
+        s = hk_slab_of((uintptr_t)p);
 #ifndef HK_HARDENED
-    if (HK_LIKELY(hk_stash_fast(h, p))) return;
+        if (HK_LIKELY(hk_stash_fast(h, s, p))) return;
 #endif
-    hk_heap_free_full(h, p, op);
+    }
+    hk_heap_free_full(h, s, p, op);
 }
 
 /* --- malloc's slow path ---------------------------------------------------------------------- */
