@@ -14,13 +14,19 @@
 #include "init.h"
 #include "large.h"
 #include "orphan.h"
+#include "os.h"
 #include "policy.h"
 #include "pool.h"
 #include "report.h"
 #include "stats.h"
 #include "trace.h"
 
+const struct hk_owned hk_owned_none = {.lim = 0};
+static struct hk_slab *hk_oslab_none[1];
+
 HK_TLS struct hk_heap hk_tls = {
+    .otab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
+    .oslab = hk_oslab_none,
 #define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
     .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
     .class_table = {HK_CLASS_TABLE_INIT},
@@ -43,21 +49,23 @@ static const uint16_t hk_room_max[HK_NSMALL] = {HK_SMALL_SIZES(HK_ROOM_OF)};
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
 #define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
 
-/* The owned-slab table entry of slab s. */
+/* The owned-slab table entry of slab s, and the slab that holds it (NULL: none). */
 static inline struct hk_owned *hk_owned_entry(struct hk_heap *h, const struct hk_slab *s) {
-    return &h->owned[((uintptr_t)hk_slab_base(s) >> HK_SLAB_SHIFT) & (HK_OWNED - 1)];
+    return hk_owned_at(h, (uintptr_t)hk_slab_base(s));
+}
+static inline struct hk_slab **hk_owned_holder(struct hk_heap *h, const struct hk_owned *e) {
+    return &h->oslab[e - h->otab];
 }
 
-/* Gives small slab s the entry of its index (a slab there loses it: its frees take the slow
- * path), set for s being current or not. While counting, the table stays empty: every free
- * is counted on the slow path. */
-static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
-    if (s->cls >= HK_NSMALL || hk_counting) return;
+/* Gives small slab s the entry of its index, set for s being current or not, and returns the
+ * slab that held it before. */
+static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
     struct hk_owned *e = hk_owned_entry(h, s);
+    struct hk_slab **holder = hk_owned_holder(h, e), *was = *holder;
     int current = h->cur[s->cls] == s;
     e->base = (uintptr_t)hk_slab_base(s);
     e->lim = (uintptr_t)s->carved * s->bsize;
-    h->owned_slab[e - h->owned] = s;
+    *holder = s;
 #ifndef HK_HARDENED
     (void)current;
     e->head = &h->free[s->cls];
@@ -66,6 +74,20 @@ static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
     e->dec = !current;
 #endif
     e->div = h->block_div[s->cls];
+    return was;
+}
+
+static void hk_owned_grow(struct hk_heap *h);
+
+/* Gives small slab s the entry of its index (a slab there loses it: its frees take the slow
+ * path), set for s being current or not. When slabs take each other's entries a quarter of
+ * the table's size of times within a tick, the thread owns more slabs than the table holds,
+ * and it grows first. While counting, the table stays empty: every free is counted on the
+ * slow path. */
+static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
+    if (s->cls >= HK_NSMALL || hk_counting) return;
+    struct hk_slab *was = hk_owned_put(h, s);
+    if (was != NULL && was != s && ++h->oevict >= ((h->omask >> 5) + 1) / 4) hk_owned_grow(h);
 }
 
 /* Takes slab s out of the table. A helper may do this while the owner's free reads the entry
@@ -73,11 +95,61 @@ static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
  * stay as it was. */
 static void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
     struct hk_owned *e = hk_owned_entry(h, s);
-    if (h->owned_slab[e - h->owned] == s) {
+    struct hk_slab **holder = hk_owned_holder(h, e);
+    if (*holder == s) {
         __atomic_store_n(&e->lim, 0, __ATOMIC_RELAXED);
-        h->owned_slab[e - h->owned] = NULL;
+        *holder = NULL;
     }
 }
+
+/* Bytes of a mapped table of n entries: the entries, then their slabs. */
+static inline size_t hk_owned_bytes(size_t n) {
+    return n * (sizeof(struct hk_owned) + sizeof(struct hk_slab *));
+}
+
+/* Makes the table of n entries at t (zeroed: every entry empty) the heap's, and unmaps the one
+ * before if it was mapped. Only the owner changes its table, on its slow paths (marked busy:
+ * no helper is at work, and free's fast path runs on this thread), so nothing reads the old
+ * one after this. */
+static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
+    struct hk_owned *old = h->otab;
+    size_t oldn = (h->omask >> 5) + 1;
+    h->otab = t;
+    h->oslab = t == h->owned ? h->owned_slab : (struct hk_slab **)(t + n);
+    h->omask = (uintptr_t)(n - 1) << 5;
+    h->oevict = 0;
+    if (old != h->owned && old != &hk_owned_none) hk_os_unmap(old, hk_owned_bytes(oldn));
+}
+
+/* Moves the heap to a table 4 times larger, mapped apart, and gives every slab that may hold an
+ * entry its entry there: the current slabs, the partial ones and (but in the hardened build)
+ * the full ones. If the OS refuses the memory, the table stays as it is. */
+static void hk_owned_grow(struct hk_heap *h) {
+    size_t n = ((h->omask >> 5) + 1) * 4;
+    h->oevict = 0;
+    if (n > HK_OWNED_MAX) return;
+    struct hk_owned *t = hk_os_map(hk_owned_bytes(n));
+    if (!t) return;
+    hk_owned_switch(h, t, n);
+    for (unsigned c = 0; c < HK_NSMALL; c++) {
+        if (h->cur[c]) hk_owned_put(h, h->cur[c]);
+        for (struct hk_slab *s = h->partial[c]; s; s = s->next) hk_owned_put(h, s);
+#ifndef HK_HARDENED
+        for (struct hk_slab *s = h->full[c]; s; s = s->next) hk_owned_put(h, s);
+#endif
+    }
+    if (HK_TRACING(HK_T_THREAD))
+        hk_trace(HK_T_THREAD, "owned-slab table grown (the thread owns more slabs)", "entries", n,
+                 "bytes", hk_owned_bytes(n), NULL, 0);
+}
+
+int hk_heap_has_entry(const struct hk_slab *s) {
+    struct hk_heap *h = &hk_tls;
+    struct hk_owned *e = hk_owned_entry(h, s);
+    return *hk_owned_holder(h, e) == s && e->lim != 0;
+}
+
+size_t hk_heap_table_size(void) { return (hk_tls.omask >> 5) + 1; }
 
 /* --- the thread-exit hook --------------------------------------------------------------------- */
 
@@ -375,7 +447,7 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     s->used = s->carved;
     /* Free's fast path takes what was carved, nothing beyond. */
     struct hk_owned *e = hk_owned_entry(h, s);
-    if (h->owned_slab[e - h->owned] == s) e->lim = (uintptr_t)s->carved * bs;
+    if (*hk_owned_holder(h, e) == s) e->lim = (uintptr_t)s->carved * bs;
 }
 
 /* --- retention and the tick ----------------------------------------------------------------- */
@@ -544,6 +616,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     h->next_tick = now + HK_TICK_MS;
     uint64_t delay = hk_pol_purge_delay();
     uint64_t older = now > delay ? now - delay + 1 : 0;
+    h->oevict = 0; /* the table grows for slabs that take each other's entries within a tick */
     for (uint64_t m = h->retained_mask; m; m &= m - 1) {
         unsigned c = (unsigned)__builtin_ctzll(m);
         unsigned cap = hk_pol_soft_cap(c);
@@ -1088,6 +1161,7 @@ static int hk_heap_init(struct hk_heap *h) {
     if (h->owner) return 1;
     h->owner = hk_owner_new();
     if (!h->owner) return 0;
+    if (h->otab == &hk_owned_none) hk_owned_switch(h, h->owned, HK_OWNED);
     atomic_store_explicit(&h->owner->heap, h, memory_order_release);
     hk_heap_watch_exit(h);
     HK_STAT_INC(threads_started);
@@ -1224,7 +1298,11 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * this thread's storage must outlive its flag on it (see "Idle owners"). */
     atomic_store_explicit(&o->heap, NULL, memory_order_seq_cst);
     while (atomic_load_explicit(&o->claim, memory_order_seq_cst)) sched_yield();
-    memset(h->owned, 0, sizeof h->owned); /* emptied above; nothing may point at a slab now */
+    /* Emptied above; nothing may point at a slab now. A heap set up again later (by a later
+     * destructor's malloc) starts from the first table. */
+    memset(h->owned, 0, sizeof h->owned);
+    memset(h->owned_slab, 0, sizeof h->owned_slab);
+    hk_owned_switch(h, h->owned, HK_OWNED);
     hk_heap_leave(h);
     hk_owner_retire(o);
     h->owner = NULL;

@@ -4,7 +4,7 @@
  *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
  *              checked, hk_link_ok), count it in taken[c] (see "Reuse"), prefetch the new head
  *              (hk_block_prefetch), clear the block's free mark (block.h).
- *   free(p):   e = owned[(p >> 16) % HK_OWNED]; off = p - e->base below e->lim means p lies
+ *   free(p):   e = otab[(p >> 16) % n]; off = p - e->base below e->lim means p lies
  *              in the carved part of one of this thread's small slabs, current or not;
  *              off * e->div within 16 bits (HK_BLOCK_DIV) means p is a block start; p
  *              without the free mark is not free already: push p onto e->head, the cache of
@@ -88,14 +88,21 @@
 #include "size_class.h"
 #include "superslab.h"
 
-/* Owned-slab table entries (a power of two). 512 entries (16 KiB of the thread's TLS, and 4
- * KiB for their slabs) hold 16 SuperSlabs' slabs without a collision: with 256, shared_swap's
- * 27 MB of live small blocks sent one free in three to the slow path. */
+/* Owned-slab table entries a thread starts with (a power of two), in its TLS. 512 entries (16
+ * KiB, and 4 KiB for their slabs) hold 16 SuperSlabs' slabs without a collision: with 256,
+ * shared_swap's 27 MB of live small blocks sent one free in three to the slow path. A thread
+ * that owns more slabs than that moves to a larger table, mapped apart (heap.c,
+ * hk_owned_grow): 4 times larger each time its slabs take each other's entries a quarter of
+ * the table's size of times within a tick, up to HK_OWNED_MAX entries (8 MiB, and 2 MiB for
+ * their slabs: 16 GiB of small slabs). With the first table only, a thread that held 480 MB of
+ * small blocks and freed them in random order sent half its frees to the slow path and spent
+ * 98 ns a free, against 57 ns with every slab in the table. */
 #define HK_OWNED 512
+#define HK_OWNED_MAX ((size_t)1 << 18)
 
 /* One of the thread's small slabs (not kept empty; in the hardened build not full either), in
- * entry (base >> 16) % HK_OWNED; a slab whose entry another took is freed to by the slow path
- * (and so is a full one in the hardened build). */
+ * entry (base >> 16) % (the table's size); a slab whose entry another took is freed to by the
+ * slow path (and so is a full one in the hardened build). */
 struct hk_owned {
     uintptr_t base;       /* the slab's first byte */
     uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
@@ -143,6 +150,14 @@ struct hk_heap {
     /* Blocks malloc's fast path took from each cache since its room was last set: given back
      * as room when the room runs out (hk_heap_cache_full). */
     uintptr_t taken[HK_NCLASS + 1];
+    /* The owned-slab table: entry (p >> 16) % n of otab, n a power of two, is where free's
+     * fast path looks for p's slab; omask is (n - 1) * 32, the entry's byte offset in the table
+     * taken from p >> 11. Until the heap is set up, otab is hk_owned_none, whose one entry
+     * admits nothing; then owned[] below; and a mapping of its own once the thread owns more
+     * slabs than that holds. oslab is the slab of each entry (NULL: none). */
+    struct hk_owned *otab;
+    uintptr_t omask;
+    struct hk_slab **oslab;
     _Atomic unsigned char busy;           /* changing slab state (see above) */
     _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
                                            * (heap.c, "Idle owners"): wait for it */
@@ -168,8 +183,10 @@ struct hk_heap {
 #ifdef HK_HARDENED
     uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
 #endif
-    struct hk_owned owned[HK_OWNED];      /* the thread's small slabs, for free */
-    struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each entry (NULL: none) */
+    uint32_t oevict;                      /* slabs that took another's entry since the last
+                                           * tick (or the last growth) */
+    struct hk_owned owned[HK_OWNED];      /* the first owned-slab table */
+    struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each of its entries */
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
@@ -184,6 +201,17 @@ struct hk_heap {
 };
 
 extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
+/* The owned-slab table of a heap not set up yet: one entry, empty. */
+extern const struct hk_owned hk_owned_none HK_INTERNAL;
+
+/* The entry of the owned-slab table that address a falls to. */
+static inline struct hk_owned *hk_owned_at(const struct hk_heap *h, uintptr_t a) {
+    return (struct hk_owned *)((uintptr_t)h->otab + ((a >> (HK_SLAB_SHIFT - 5)) & h->omask));
+}
+/* Whether slab s holds its entry in the calling thread's table; for tests. */
+int hk_heap_has_entry(const struct hk_slab *s) HK_INTERNAL;
+/* Entries of the calling thread's owned-slab table; for tests. */
+size_t hk_heap_table_size(void) HK_INTERNAL;
 
 /* malloc slow path for class c: refills the cache, then pops. NULL with ENOMEM on failure. */
 void *hk_heap_refill(unsigned c) HK_INTERNAL;
@@ -306,7 +334,7 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
     hk_link_set(p, *head);
     hk_mark_as(p, mark);
     *head = p;
-    struct hk_slab *s = h->owned_slab[e - h->owned];
+    struct hk_slab *s = h->oslab[e - h->otab];
     uint32_t u = s->used - e->dec;
     s->used = u;
     if (HK_UNLIKELY(u == 0)) {

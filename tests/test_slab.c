@@ -155,6 +155,63 @@ TEST(frees_to_slabs_beyond_the_table_are_exact) {
            b.slabs_active_now, a.slabs_active_now);
 }
 
+/* A thread that owns more small slabs than its first table holds moves to a larger table
+ * (heap.h, HK_OWNED): then most of its slabs have their entry, so that their frees take the
+ * fast path (with the first table alone, at most a third of these could), the counts stay
+ * exact, and the memory comes back. In a thread of its own, whose table starts small and which
+ * exits holding the larger one (its teardown unmaps it). */
+enum { TG_PER = 2, TG_SLABS = 3 * HK_OWNED, TG_N = TG_PER * TG_SLABS }; /* 32 KiB blocks */
+static void *tg_block[TG_N];
+
+static void *table_grows(void *arg) {
+    (void)arg;
+    int ok = hk_heap_table_size() <= HK_OWNED; /* 1 before the heap is set up */
+    for (int i = 0; i < TG_N; i++) tg_block[i] = hak_malloc(32768);
+    size_t entries = hk_heap_table_size();
+    unsigned slabs = 0, held = 0;
+    for (int i = 0; i < TG_N; i++) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)tg_block[i]);
+        if (i > 0 && s == hk_slab_of((uintptr_t)tg_block[i - 1])) continue;
+        slabs++;
+        held += hk_heap_has_entry(s);
+    }
+    if (entries <= HK_OWNED || held < slabs * 3 / 4) {
+        fprintf(stderr, "  table of %zu entries; %u of %u slabs hold one\n", entries, held,
+                slabs);
+        ok = 0;
+    }
+    /* Every other block, then a count of each slab against what is held. */
+    for (int i = 0; i < TG_N; i += 2) hak_free(tg_block[i]), tg_block[i] = NULL;
+    for (int i = 1; i < TG_N && ok; i += 2) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)tg_block[i]);
+        uint32_t expect = 0;
+        for (int j = i - 1; j <= i + 1 && j < TG_N; j++)
+            expect += tg_block[j] && hk_slab_of((uintptr_t)tg_block[j]) == s;
+        if (hk_heap_slab_live(s) != expect) {
+            fprintf(stderr, "  slab of block %d: live %u, held %u\n", i, hk_heap_slab_live(s),
+                    expect);
+            ok = 0;
+        }
+    }
+    for (int i = 1; i < TG_N; i += 2) hak_free(tg_block[i]);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(a_thread_with_many_slabs_gets_a_larger_table) {
+    struct hak_stats a, b;
+    hak_trim();
+    hak_stats_get(&a);
+    pthread_t t;
+    void *ok = NULL;
+    CHECK(pthread_create(&t, NULL, table_grows, NULL) == 0);
+    CHECK(pthread_join(t, &ok) == 0);
+    CHECK(ok == (void *)1);
+    hak_trim();
+    hak_stats_get(&b);
+    CHECKF(b.slabs_active_now <= a.slabs_active_now, "active slabs %zu, %zu before",
+           b.slabs_active_now, a.slabs_active_now);
+}
+
 /* Frees of the thread's own blocks go into its cache whichever of its slabs they are of: the
  * next mallocs of the class hand them out, last freed first, and their slab counts them as
  * live meanwhile. (The hardened build's cache holds the current slab's blocks only.) */
@@ -348,6 +405,7 @@ int main(void) {
     RUN(a_thread_carves_more_as_it_allocates_more);
     RUN(live_counts_exact_after_random_operations);
     RUN(frees_to_slabs_beyond_the_table_are_exact);
+    RUN(a_thread_with_many_slabs_gets_a_larger_table);
     RUN(own_frees_are_the_next_blocks);
     RUN(a_cache_grows_by_its_room_at_most);
     RUN(an_idle_cache_goes_home);

@@ -238,10 +238,7 @@ static int ht_ready[2], ht_go[2];
 static int ht_entry_before, ht_entry_after;
 static uint32_t ht_live;
 
-static int ht_has_entry(struct hk_slab *s) {
-    unsigned i = ((uintptr_t)hk_slab_base(s) >> HK_SLAB_SHIFT) & (HK_OWNED - 1);
-    return hk_tls.owned_slab[i] == s && hk_tls.owned[i].lim != 0;
-}
+static int ht_has_entry(struct hk_slab *s) { return hk_heap_has_entry(s); }
 
 static void *ht_owner(void *arg) {
     (void)arg;
