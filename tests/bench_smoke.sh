@@ -30,6 +30,8 @@ CASES=(
     "big_zero|3 1 3 42"
     "mixed_churn|2 2 500 256 2048 42"
     "scatter|2 200 200 50 2 8 16000 42"
+    "teardown|20000 2 16 128 random 42"
+    "teardown|20000 2 16 128 lifo 42"
 )
 
 pass=0
