@@ -270,6 +270,46 @@ TEST(a_cache_grows_by_its_room_at_most) {
     hak_free(p);
 }
 
+/* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
+ * (heap.c, hk_heap_cache_send): here 48 slabs, each waiting for its last block, empty at once,
+ * more than the walk deals with itself (the rest take the path one block at a time). Each is
+ * then empty and kept or given to the pool, and none stays active after a trim. */
+TEST(a_cache_walk_empties_many_slabs_at_once) {
+    enum { PER = 512, SLABS = 48, N = SLABS * PER }; /* 128-byte blocks */
+    void **p = hak_malloc(N * sizeof *p);
+    struct hak_stats a, b;
+    hak_trim();
+    hak_stats_get(&a);
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(128);
+    /* All but the first block of each slab, slab after slab in turn. */
+    for (int k = 1; k < PER; k++)
+        for (int j = 0; j < SLABS; j++) hak_free(p[j * PER + k]);
+    hk_heap_flush();
+    int ok = 1;
+    for (int j = 0; j < SLABS && ok; j++) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)p[j * PER]);
+        ok = hk_heap_slab_live(s) == (s == hk_slab_of((uintptr_t)p[j * PER + 1]) ? 1u : 0u);
+        if (!ok) fprintf(stderr, "  slab %d: live %u\n", j, hk_heap_slab_live(s));
+    }
+    CHECK(ok);
+    /* The last block of each: into the cache (room for 256), then home in one walk. */
+    for (int j = 0; j < SLABS; j++) hak_free(p[j * PER]);
+    unsigned c = hk_slab_of((uintptr_t)p[0])->cls;
+    hk_heap_flush();
+    unsigned busy = 0;
+    for (int j = 0; j < SLABS; j++) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)p[j * PER]);
+        busy += s->cls == c && s->state == HK_SLOT_ACTIVE && s->list != HK_LIST_RETAINED &&
+                hk_tls.cur[c] != s;
+    }
+    CHECKF(busy == 0, "%u slabs still in use", busy);
+    hak_free(p);
+    hak_trim();
+    hak_stats_get(&b);
+    CHECKF(b.slabs_active_now <= a.slabs_active_now, "active slabs %zu, %zu before",
+           b.slabs_active_now, a.slabs_active_now);
+}
+
 /* A class that sits idle gives back what its cache holds of other slabs than the current
  * one, so that they can empty without a malloc_trim: two ticks of the thread's slow paths
  * (10 ms apart) see it unchanged. */
@@ -408,6 +448,7 @@ int main(void) {
     RUN(a_thread_with_many_slabs_gets_a_larger_table);
     RUN(own_frees_are_the_next_blocks);
     RUN(a_cache_grows_by_its_room_at_most);
+    RUN(a_cache_walk_empties_many_slabs_at_once);
     RUN(an_idle_cache_goes_home);
     RUN(empty_slabs_are_reused_before_mapping);
     RUN(empty_slabs_are_kept_then_trimmed);
