@@ -597,17 +597,22 @@ static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
 /* The cache has taken a room's worth of frees since its room was last set. malloc's fast path
  * counts what it takes in taken[c], apart from the room: a count that free and malloc both
  * change would chain every free to the malloc before it through memory (tight 32 ran 9%
- * slower with one). Here those blocks are given back as room (at most the full room); if
- * that leaves none, the cache's newest half room's worth goes home in one walk of blocks
- * this thread has just touched, and the older ones stay for malloc. */
+ * slower with one). Here those blocks are given back as room (at most the full room). If that
+ * leaves none, malloc took nothing of the class meanwhile: the thread is freeing it, not
+ * reusing it (a structure torn down). Then the whole cache goes home in one walk, and the room
+ * is an eighth of the full one until malloc takes blocks again (a refill sets it whole). Each
+ * walk then takes blocks freed so recently that their lines are still in this core's cache,
+ * and when the frees stop, few blocks wait in the cache, each keeping a slab from emptying
+ * that would else be carved afresh, in address order: teardown 2000000 5, with the newest half
+ * of a full room sent home instead, took 35 ns a malloc and 46 a free, now 24 and 41. */
 void hk_heap_cache_full(void **head) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
     unsigned c = (unsigned)(head - h->free);
     if (hk_room_make_up(h, c) == 0) {
-        unsigned n = hk_room_max[c] / 2u;
-        h->room[c] = n;
-        hk_heap_cache_send(h, c, head, n);
+        unsigned n = hk_room_max[c] / 8u;
+        h->room[c] = n > HK_ROOM_MIN ? n : HK_ROOM_MIN;
+        hk_heap_cache_send(h, c, head, UINT32_MAX);
     }
     HK_ASSERT(h->room[c] > 0);
     hk_heap_leave(h);
