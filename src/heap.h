@@ -347,14 +347,27 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
 }
 #endif
 
+/* The calling thread's heap by its plain address, for the fast paths. free pushes onto a
+ * cache through the owned-slab entry's head, a plain address; a malloc that popped the same
+ * cache through the thread pointer's segment (%fs) waited for that store to reach it the slow
+ * way on the Intel machine of 2026-11-25: tight 32 took 4.8 ns a pair, 2.7 ns with the plain
+ * address, one instruction more (tcmalloc 3.4 ns). The empty asm keeps gcc from folding the
+ * address back into %fs-relative operands. */
+static inline struct hk_heap *hk_heap_here(void) {
+    struct hk_heap *h = &hk_tls;
+    __asm__("" : "+r"(h));
+    return h;
+}
+
 /* Pops a block of class c, refilling if needed. */
 static inline void *hk_heap_alloc(unsigned c) {
-    void *b = hk_tls.free[c];
+    struct hk_heap *h = hk_heap_here();
+    void *b = h->free[c];
     if (HK_LIKELY(b != NULL)) {
         void *n = hk_link_get(b);
         if (HK_UNLIKELY(!hk_link_ok(b, n, c))) return hk_heap_corrupt(c, b);
-        hk_tls.free[c] = n;
-        hk_tls.taken[c]++;
+        h->free[c] = n;
+        h->taken[c]++;
         hk_block_prefetch(n);
         hk_mark_live(b);
         return b;

@@ -90,12 +90,13 @@ static HK_NOINLINE void *hk_guarded_corrupt(unsigned c, void *b, size_t n) {
 /* A guarded block of class c for a request of n bytes; small says c < HK_NSMALL (known where
  * it is inlined, so that the link check drops the test). */
 static inline void *hk_guarded_alloc(unsigned c, size_t n, int small) {
-    void *b = hk_tls.free[c];
+    struct hk_heap *h = hk_heap_here();
+    void *b = h->free[c];
     if (HK_LIKELY(b != NULL)) {
         void *next = hk_link_get(b);
         if (HK_UNLIKELY(!(small ? hk_link_ok_small(b, next, c) : hk_link_ok(b, next, c))))
             return hk_guarded_corrupt(c, b, n);
-        hk_tls.free[c] = next;
+        h->free[c] = next;
         hk_block_prefetch(next);
         hk_mark_live(b);
         hk_guard_arm(b, n, hk_class_size[c]);
@@ -125,13 +126,14 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
 
 HK_EXPORT void *hak_malloc(size_t n) {
     if (HK_LIKELY(n <= HK_TABLE_MAX)) {
-        unsigned c = hk_tls.class_table[(n + 15) >> 4];
-        void *b = hk_tls.free[c];
+        struct hk_heap *h = hk_heap_here();
+        unsigned c = h->class_table[(n + 15) >> 4];
+        void *b = h->free[c];
         if (HK_LIKELY(b != NULL)) {
             void *next = hk_link_get(b);
             if (HK_UNLIKELY(!hk_link_ok(b, next, c))) return hk_heap_corrupt_size(n, b);
-            hk_tls.free[c] = next;
-            hk_tls.taken[c]++;
+            h->free[c] = next;
+            h->taken[c]++;
             hk_block_prefetch(next);
             hk_mark_live(b);
             return b;
