@@ -31,6 +31,29 @@ static size_t hk_ncache, hk_nss, hk_nactive_slots, hk_empty_bytes;
 static uint64_t hk_acquired[HK_NCLASS], hk_released[HK_NCLASS];
 static uint64_t hk_refault_bytes, hk_purged_bytes;
 static struct hk_drawdown hk_drawn; /* of the EMPTY bytes (drawdown.h) */
+/* Bytes of SuperSlabs unmapped lately, and when the last went: a SuperSlab mapped within two
+ * purge delays of that stands for one of them, wanted again (hk_pool_remapped). */
+static size_t hk_unmapped_recent;
+static uint64_t hk_unmapped_at;
+
+/* Under the lock: a new SuperSlab has just been mapped. If SuperSlabs were unmapped less than
+ * two purge delays ago, it is one of them taken back: counted as a refault and as drawn from
+ * the free stock, as a purged slot taken back is (hk_claim_run). Without this a program that
+ * frees a big heap and builds it again, round after round, had most of its free SuperSlabs
+ * unmapped beyond a small budget, mapped new ones, and showed ACE a drawdown no larger than
+ * the little that was kept, so the budget grew by a fraction of the demand each round
+ * (2 M small blocks, 170 MB, five rounds: 244 SuperSlabs unmapped and 181,000 page faults,
+ * against tcmalloc's 44,000). */
+static void hk_pool_remapped(uint64_t now) {
+    if (hk_unmapped_recent == 0) return;
+    if (now - hk_unmapped_at >= 2 * hk_pol_purge_delay()) {
+        hk_unmapped_recent = 0;
+        return;
+    }
+    hk_unmapped_recent -= HK_SS_SIZE;
+    hk_refault_bytes += HK_SS_SIZE;
+    hk_drawdown_take(&hk_drawn, HK_SS_SIZE);
+}
 
 /* --- intrusive lists --------------------------------------------------------------------- */
 
@@ -390,6 +413,7 @@ again:
     hk_pool_lock();
     hk_nss++;
     HK_STAT_INC(acquire_stage3_mmap);
+    hk_pool_remapped(now);
     s = hk_activate(ss, 1, k, c, now);
     pthread_mutex_unlock(&hk_pool_mutex);
     return hk_pool_traced(s, c, "acquire stage 3 (a new SuperSlab)");
@@ -524,6 +548,8 @@ size_t hk_pool_decay(uint64_t now, int force) {
                 }
                 hk_nss--;
                 unmap[nu++] = ss;
+                hk_unmapped_recent += HK_SS_SIZE;
+                hk_unmapped_at = now;
             }
             ss = prev;
         }
