@@ -87,6 +87,7 @@ BENCH_DEFS=(
     "large_4m:large|0|20000 64 4096 4 42|20000 64 4096 4 42"
     "big_zero|0|50 5 25 42|300 5 25 42"
     "teardown|0|500000 4 16 128 random 42|2000000 5 16 128 random 42"
+    "teardown_handoff:teardown|0|500000 4 16 128 random 42 1|2000000 5 16 128 random 42 1"
 )
 def_name() { local n=${1%%|*}; echo "${n%%:*}"; }   # the entry's name
 def_prog() { local n=${1%%|*}; echo "${n#*:}"; }    # the program it runs

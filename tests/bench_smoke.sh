@@ -32,6 +32,7 @@ CASES=(
     "scatter|2 200 200 50 2 8 16000 42"
     "teardown|20000 2 16 128 random 42"
     "teardown|20000 2 16 128 lifo 42"
+    "teardown|20000 2 16 128 random 42 1"
 )
 
 pass=0
