@@ -42,7 +42,8 @@
  * to the full room); if that leaves none (malloc took nothing meanwhile: the thread frees the
  * class without reusing it), the whole cache goes home in one walk (hk_heap_cache_full): to
  * the current slab's free list, the thread's other slabs, or other threads; and the room is
- * an eighth of the full one until malloc takes blocks again. So the cache follows what the thread allocates, as a tcmalloc thread cache does:
+ * an eighth of the full one until malloc takes blocks again (for blocks above 512 bytes,
+ * whose rooms are a few blocks, the newest half goes, as the room's half). So the cache follows what the thread allocates, as a tcmalloc thread cache does:
  * a thread whose mallocs and frees of a class balance reuses every block it frees, last freed
  * first, and one that frees more than it allocates sends the surplus home in batches. Before,
  * a free to another of the thread's slabs than the current one went onto that slab's free list,
