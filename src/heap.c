@@ -499,8 +499,9 @@ static void hk_heap_send_home(struct hk_heap *h, void *b) {
     }
 }
 
-/* Slab s, owned and full, has got a block back: it goes to the partial list (as in
- * hk_local_free, which also gives it its table entry back). */
+/* Slab s, owned and full, has got a block back: it goes to the partial list and gets its
+ * table entry back. A helper leaves the table alone (free's fast path reads it without a
+ * lock, heap.h): the owner's next free to the slab sets its entry. */
 static HK_NOINLINE void hk_heap_unfull(struct hk_heap *h, struct hk_slab *s) {
     hk_slab_list_unlink(&h->full[s->cls], s);
     hk_partial_append(h, s);
@@ -771,11 +772,7 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
         }
         hk_heap_emptied(h, s);
     } else if (s->list == HK_LIST_FULL) {
-        hk_slab_list_unlink(&h->full[s->cls], s);
-        hk_partial_append(h, s);
-        /* A helper leaves the table alone (free's fast path reads it without a lock, heap.h):
-         * the owner's next free to the slab sets its entry. */
-        if (h == &hk_tls) hk_owned_set(h, s);
+        hk_heap_unfull(h, s);
     }
 }
 
