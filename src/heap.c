@@ -184,10 +184,13 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
 /* Blocks other threads free into a thread's inbox are applied by the owner at its next refill.
  * A thread that has stopped allocating (blocked, or busy with other work) would strand them,
  * and with them every slab they would empty. So a scan, run at most every HK_HELP_MS from any
- * thread's tick, looks at every owner record: an inbox lane whose first block is the one the
- * last scan saw has not been taken for at least HK_HELP_MS, and the scanning thread applies the
- * owner's inbox to its slabs itself: an emptied slab is kept or goes to the pool as if the
- * owner had freed its last block.
+ * thread's tick, looks at every owner record: an inbox that held blocks at the last scan and
+ * holds blocks now, and that its owner has not taken since (the record counts the takes), has
+ * had a block waiting for at least HK_HELP_MS, and the scanning thread applies the owner's inbox
+ * to its slabs itself: an emptied slab is kept or goes to the pool as if the owner had freed
+ * its last block. (The scan once took a lane whose first block was the one the last scan saw:
+ * an idle owner that others kept freeing into, a new first block every time, was never
+ * helped.)
  *
  * Exclusion without a read-modify-write on the owner's side: wherever the owner changes slab
  * state (its slow paths, and the hardened build's free fast path, heap.h) it stores busy,
@@ -308,13 +311,17 @@ static void hk_heap_help_idle(struct hk_heap *h, uint64_t now) {
                                                                memory_order_relaxed))
         return;
     for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) {
-        int stale = 0;
+        uint64_t waiting = 0;
         for (unsigned l = 0; l < HK_LANES; l++) {
             void *in = atomic_load_explicit(&o->inbox[l], memory_order_relaxed);
-            void *was = atomic_exchange_explicit(&o->seen[l], in, memory_order_relaxed);
-            stale |= in != NULL && in != HK_INBOX_CLOSED && in == was;
+            waiting |= in != NULL && in != HK_INBOX_CLOSED;
         }
-        if (stale && o != h->owner && hk_membarrier_ok() && hk_owner_trylock()) {
+        uint64_t now_seen = atomic_load_explicit(&o->takes, memory_order_relaxed) * 2 + waiting;
+        uint64_t was = atomic_exchange_explicit(&o->seen, now_seen, memory_order_relaxed);
+        /* Blocks wait now and waited at the last scan, and the inbox was not taken since:
+         * the oldest of them has waited a whole scan period. */
+        if (waiting && was == now_seen && o != h->owner && hk_membarrier_ok() &&
+            hk_owner_trylock()) {
             hk_heap_help(o);
             hk_owner_unlock();
         }

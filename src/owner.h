@@ -32,7 +32,9 @@ struct hk_owner {
      * then flags the owner's heap; the heap says whether it is busy. */
     _Atomic unsigned claim;     /* nonzero while a helper holds the record */
     _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
-    _Atomic(void *) seen[HK_LANES]; /* the inbox as the last scan for idle owners saw it */
+    _Atomic uint64_t takes;     /* how often the inbox was taken (hk_owner_take) */
+    _Atomic uint64_t seen;      /* the last scan for idle owners: takes * 2, + 1 if blocks
+                                 * were waiting */
     struct hk_tally tally;      /* the thread's operation counts (stats.h) */
 } __attribute__((aligned(64)));
 
@@ -80,6 +82,7 @@ static inline void hk_owner_take(struct hk_owner *o, void *lists[HK_LANES]) {
                        ? NULL
                        : atomic_exchange_explicit(&o->inbox[i], NULL, memory_order_acquire);
     }
+    atomic_fetch_add_explicit(&o->takes, 1, memory_order_relaxed);
 }
 
 /* Closes the inbox and returns what was pending, a list per lane (owner only, at exit). */
