@@ -37,13 +37,16 @@ _Static_assert(offsetof(struct hk_heap, room) ==
                "free's fast path finds a class's room one array after its cache");
 
 #ifndef HK_HARDENED
-/* Each small class's room after a refill: HK_ROOM_BYTES of blocks, HK_ROOM_MIN to
- * HK_ROOM_MAX. */
+/* Each class's room after a refill: for a small class HK_ROOM_BYTES of blocks, HK_ROOM_MIN to
+ * HK_ROOM_MAX; for a mid class HK_MID_ROOM_BYTES of blocks, and never less than 2 (the stash
+ * leaves the last 1 of a room alone). */
 #define HK_ROOM_OF(d)                                                                          \
     (uint16_t)(HK_ROOM_BYTES / (d) < HK_ROOM_MIN   ? HK_ROOM_MIN                               \
                : HK_ROOM_BYTES / (d) > HK_ROOM_MAX ? HK_ROOM_MAX                               \
                                                    : HK_ROOM_BYTES / (d)),
-static const uint16_t hk_room_max[HK_NSMALL] = {HK_SMALL_SIZES(HK_ROOM_OF)};
+#define HK_MID_ROOM_OF(d) (uint16_t)(HK_MID_ROOM_BYTES / (d) < 2 ? 2 : HK_MID_ROOM_BYTES / (d)),
+static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
+                                                    HK_MID_SIZES(HK_MID_ROOM_OF)};
 #endif
 
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
@@ -589,7 +592,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     void *b = h->free[c];
     h->free[c] = NULL;
 #ifndef HK_HARDENED
-    if (c < HK_NSMALL) h->room[c] = hk_room_max[c], h->taken[c] = 0;
+    h->room[c] = hk_room_max[c], h->taken[c] = 0;
 #endif
     hk_heap_cache_send(h, c, &b, UINT32_MAX);
 }
@@ -689,7 +692,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
      * slab unchanged: hk_heap_quiet_classes above dates any change now; or without a current
      * slab) gives back the blocks of other slabs its cache may hold, so that their slabs can
      * empty. A busy class keeps its cache, which the room bounds. */
-    for (unsigned c = 0; c < HK_NSMALL; c++)
+    for (unsigned c = 0; c < HK_NCLASS; c++)
         if (h->free[c] && !(h->refilled >> c & 1) && (!h->cur[c] || h->quiet_since[c] != now))
             hk_heap_uncache(h, c);
     h->refilled = 0;
@@ -934,13 +937,13 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
 }
 
 #ifndef HK_HARDENED
-/* Puts small block p of class c (its slab goes on counting it as live) onto the calling
+/* Puts block p of class c (its slab goes on counting it as live) onto the calling
  * thread's cache as part of its stash, if the thread allocates the class (it has a current slab
  * of it: a consumer that only frees sends every block home) and the class has room, made up
  * from what malloc took if it is down to its last (heap.h, "Reuse"; free's fast path tests
  * for 0 only, so the stash leaves at least 1). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (c >= HK_NSMALL || h->cur[c] == NULL || !h->hooked || h->no_stash ||
+    if (h->cur[c] == NULL || !h->hooked || h->no_stash ||
         (h->room[c] <= 1 && hk_room_make_up(h, c) <= 1))
         return 0;
     hk_block_push(&h->free[c], p);
@@ -1060,7 +1063,7 @@ static void hk_heap_free_in_slab(struct hk_heap *h, struct hk_slab *s, void *p, 
         if (s->list == HK_LIST_PARTIAL && c < HK_NSMALL && hk_owned_entry(h, s)->lim == 0)
             hk_owned_set(h, s);
 #ifndef HK_HARDENED
-        if (s->list != HK_LIST_FULL && hk_stash_put(h, c, p)) return;
+        if (s->list != HK_LIST_FULL && c < HK_NSMALL && hk_stash_put(h, c, p)) return;
 #endif
         hk_local_free(h, s, p);
     } else {
@@ -1240,13 +1243,11 @@ void *hk_heap_refill(unsigned c) {
     if (hk_owner_pending(h->owner)) hk_heap_drain(h);
     if (h->batch_mask || h->orphan_batch) hk_batch_flush_all(h);
     hk_heap_maybe_tick(h);
-    if (c < HK_NSMALL) {
-        h->refilled |= (uint64_t)1 << c;
+    h->refilled |= (uint64_t)1 << c;
 #ifndef HK_HARDENED
-        h->room[c] = hk_room_max[c];
-        h->taken[c] = 0;
+    h->room[c] = hk_room_max[c];
+    h->taken[c] = 0;
 #endif
-    }
     void *p = NULL;
     if (h->free[c] || hk_heap_fill(h, c)) {
         p = hk_heap_alloc(c);

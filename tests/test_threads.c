@@ -393,6 +393,46 @@ TEST(blocks_freed_here_are_reused_here) {
     hak_free(x);
 }
 
+/* Mid blocks too: a thread that frees another live thread's block of a class it allocates keeps
+ * it for its next malloc of the class, instead of sending it to an owner that may not run for a
+ * while (16 threads on 2 cores, blocks of 64 KiB to 1 MiB: 1.9 GB at the peak, 1.2 with it). */
+#define MID_REUSE 4
+#define MID_SIZE (100 * 1024)
+static void *mid_given[MID_REUSE];
+static int mid_next_ok;
+
+static void *mid_free_then_allocate(void *arg) {
+    (void)arg;
+    void *mine = hak_malloc(MID_SIZE); /* a current span of the class */
+    for (int i = 0; i < MID_REUSE; i++) hak_free(mid_given[i]);
+    for (int i = 0; i < MID_REUSE; i++) {
+        void *p = hak_malloc(MID_SIZE);
+        mid_next_ok += p == mid_given[MID_REUSE - 1 - i];
+        mid_given[MID_REUSE - 1 - i] = p;
+    }
+    for (int i = 0; i < MID_REUSE; i++) hak_free(mid_given[i]);
+    hak_free(mine);
+    return NULL;
+}
+
+TEST(mid_blocks_freed_here_are_reused_here) {
+    for (int i = 0; i < MID_REUSE; i++) mid_given[i] = hak_malloc(MID_SIZE);
+    struct hk_slab *s = hk_slab_of((uintptr_t)mid_given[0]);
+    uint32_t before = hk_heap_slab_live(s);
+    pthread_t t;
+    pthread_create(&t, NULL, mid_free_then_allocate, NULL);
+    pthread_join(t, NULL);
+#ifdef HK_HARDENED
+    CHECK(mid_next_ok == 0); /* no stash in the hardened build: the blocks went home */
+#else
+    CHECKF(mid_next_ok == MID_REUSE, "%d of %d blocks handed out next", mid_next_ok, MID_REUSE);
+#endif
+    /* The thread's exit sent them home: the owner's count is exact once it applies its inbox. */
+    hk_heap_flush();
+    CHECKF(hk_heap_slab_live(s) + MID_REUSE <= before, "live %u, %u before",
+           hk_heap_slab_live(s), before);
+}
+
 /* A thread whose mallocs and frees of a class balance goes on reusing other threads' blocks:
  * the stash follows what the thread allocates (heap.h, "Reuse"). Counting only the blocks
  * stashed since the last refill stopped after 32 KiB (255 blocks of 64 bytes here). */
@@ -692,6 +732,7 @@ int main(void) {
     RUN(a_helper_leaves_the_owned_table_alone);
     RUN(classes_used_briefly_give_their_slabs_back);
     RUN(blocks_freed_here_are_reused_here);
+    RUN(mid_blocks_freed_here_are_reused_here);
     RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
     RUN(blocks_of_adopted_slabs_go_home);
     RUN(slabs_of_exited_thread_are_released_when_freed);
