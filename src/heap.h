@@ -51,11 +51,11 @@
  * current again, its lines long cold (scatter, blocks of 8 bytes to 16 KiB, 4 to 64 to a slab:
  * 1.2 times the speed now). A valid small block that the owned-slab table misses goes into the
  * cache the same way (the stash) if the thread allocates its class (it has a current slab of
- * it), and so does another live thread's mid block, up to HK_MID_ROOM_BYTES of the class: its
- * owner may not run for a while, and every block waiting in an inbox is memory nobody can use
- * (shared_swap_big16, 16 threads on 2 cores: a third of the live bytes waited in inboxes, and
- * the thread's own mid frees still go to their span, where a span can empty). A small block
- * stashed is another thread's block (not one of a slab adopted from an exited thread: a thread that
+ * it), and so does another live thread's mid block, up to HK_MID_ROOM_BYTES of the class:
+ * its owner may not run for a while, and a block waiting in an inbox is memory nobody can use
+ * (16 threads on 2 cores sharing blocks of 64 KiB..1 MiB: 200-290 MB waited in inboxes beside
+ * 354 MB live). The thread's own mid frees still go to their span, where it can empty. A small
+ * block stashed is another thread's (not one of a slab adopted from an exited thread: a thread that
  * inherited another's data frees each of those once, and stashing would make each a block of
  * another thread's slab for the rest of its life, every free of it a slow one; larson with 16
  * threads), or one of this thread's whose entry another slab took. Beyond the room, blocks go
@@ -129,10 +129,9 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
 #define HK_ROOM_MIN 8u
 #define HK_ROOM_MAX 1024u
 /* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 4 MiB of
- * its blocks, at least 2. 1 MiB kept 18% more memory at the peak of shared_swap_big16. */
-#ifndef HK_MID_ROOM_BYTES
+ * its blocks, at least 2. With 1 MiB, blocks of 64 KiB..1 MiB shared by 16 threads peaked at
+ * 1.42 GB against 1.18. */
 #define HK_MID_ROOM_BYTES (4u * 1024 * 1024)
-#endif
 
 /* Remote frees are collected per destination owner and handed over a batch at a time, with
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
