@@ -12,6 +12,7 @@
 #include "trace.h"
 
 #define HK_LARGE_MAP_MIN ((size_t)4 << 20) /* smallest mapping asked of the OS */
+#define HK_LARGE_GROWTH 8 /* a miss maps at least 1/8 of what the tier has mapped (see below) */
 #define HK_LARGE_SHRINK_MIN ((size_t)64 << 10) /* a shrink frees the tail from this much */
 
 enum { HK_EXT_LIVE = 1, HK_EXT_FREE };
@@ -279,23 +280,32 @@ static inline int hk_fits(const struct hk_ext *e, size_t len, size_t align) {
     return p + len <= e->addr + e->len;
 }
 
-/* A free extent that can hold len bytes at alignment align, or NULL. In the bin of len the
- * first few entries are tried (most recently freed first: warmest); any extent of a higher
- * bin is long enough, so only alignment can make it fail there. */
+/* The shortest extent of bin b that can hold len bytes at alignment align (of the first
+ * HK_FIT_TRIES; the dirtier of two as long), or NULL. */
+#define HK_FIT_TRIES 32
+static struct hk_ext *hk_best_in(unsigned b, size_t len, size_t align) {
+    struct hk_ext *best = NULL;
+    int tries = HK_FIT_TRIES;
+    for (struct hk_ext *e = hk_bins[b]; e && tries--; e = e->next)
+        if (hk_fits(e, len, align) &&
+            (!best || e->len < best->len || (e->len == best->len && e->dirty > best->dirty)))
+            best = e;
+    return best;
+}
+
+/* A free extent that can hold len bytes at alignment align, or NULL: best fit, the shortest
+ * of the lowest bin that has one. */
 static struct hk_ext *hk_find_fit(size_t len, size_t align) {
     unsigned b = hk_bin(len);
-    int tries = 16;
-    for (struct hk_ext *e = hk_bins[b]; e && tries--; e = e->next)
-        if (hk_fits(e, len, align)) return e;
+    struct hk_ext *e = hk_best_in(b, len, align);
+    if (e) return e;
     for (unsigned w = (b + 1) / 64; w < (HK_NBINS + 63) / 64; w++) {
         uint64_t m = hk_binmap[w];
         if (w == (b + 1) / 64) m &= ~(uint64_t)0 << ((b + 1) % 64);
         while (m) {
             unsigned bb = w * 64 + (unsigned)__builtin_ctzll(m);
             m &= m - 1;
-            tries = 16;
-            for (struct hk_ext *e = hk_bins[bb]; e && tries--; e = e->next)
-                if (hk_fits(e, len, align)) return e;
+            if ((e = hk_best_in(bb, len, align)) != NULL) return e;
         }
     }
     return NULL;
@@ -503,11 +513,24 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
             hk_moved_pieces < HK_GATHER_CAP)
             hk_gather_take(&g, len);
         hk_misses++;
+        /* The tier grows geometrically, as a heap does. Mappings of one block each leave
+         * free memory in pieces no longer than a block, which merge only where the kernel
+         * happened to place mappings side by side; a later longer request fits none of them
+         * and misses again. An eighth of the footprint, untouched until carved, costs address
+         * space only, and later misses are carved from it. large_many (1,024 live blocks of
+         * 1..4 MiB): 1,519 misses in 20,000 requests with 4 MiB mappings, 106 with this. */
+        size_t grow = hk_align_up(hk_mapped_bytes / HK_LARGE_GROWTH, HK_PAGE_SIZE);
         pthread_mutex_unlock(&hk_large_mutex);
-        size_t map = len + (align > HK_PAGE_SIZE ? align : 0);
-        if (map < len) map = len;
-        if (map < HK_LARGE_MAP_MIN) map = HK_LARGE_MAP_MIN;
+        size_t need = len + (align > HK_PAGE_SIZE ? align : 0);
+        if (need < len) need = len;
+        size_t map = need > HK_LARGE_MAP_MIN ? need : HK_LARGE_MAP_MIN;
+        if (map < grow) map = grow;
         void *m = hk_os_map(map);
+        if (!m && map > need) {
+            /* Address space or commit limits: the block alone may still fit. */
+            map = need;
+            m = hk_os_map(map);
+        }
         size_t moved = m && g.n ? hk_gather_move(&g, (uintptr_t)m) : 0;
         hk_large_lock();
         hk_gather_done(&g, now);

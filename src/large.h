@@ -1,8 +1,9 @@
 /* The large tier: requests above the mid tier (1 MiB), and blocks aligned beyond a slot.
  *
- * It is a page heap. Memory comes from the OS in mappings of at least 4 MiB and is handed
- * out in page-granular extents; a freed extent stays mapped, merges with its free neighbours
- * and serves later requests of any size that fits, split as needed. So a program that frees
+ * It is a page heap. Memory comes from the OS in mappings of at least 4 MiB and an eighth of
+ * what the tier has mapped (it grows geometrically, as a heap does) and is handed out in
+ * page-granular extents; a freed extent stays mapped, merges with its free neighbours and
+ * serves later requests of any size that fits (best fit), split as needed. So a program that frees
  * and allocates big blocks in a loop makes no system call and takes no page fault once warm.
  * Each free extent knows
  *   - whether it is all zero (fresh from the OS, or released): exact, so calloc clears only

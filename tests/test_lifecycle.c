@@ -369,6 +369,75 @@ TEST(large_miss_gathers_resident_free_pieces) {
     hak_trim();
 }
 
+/* Best fit: of two free extents in one size bin that both hold a request, the shorter serves
+ * it, though the longer was freed last; the longer stays whole for a longer request. The
+ * extents are carved side by side from one freed 64 MiB extent, live separators between. */
+TEST(large_fit_is_the_shortest_that_holds_the_block) {
+    size_t pg = 4096, sep = 257 * pg; /* separators: large blocks too */
+    hak_trim();
+    unsigned char *big = hak_malloc(64 << 20);
+    CHECK(big != NULL);
+    hak_free(big);
+    unsigned char *s0 = hak_malloc(sep), *x1 = hak_malloc(794 * pg), *s1 = hak_malloc(sep);
+    unsigned char *x2 = hak_malloc(870 * pg), *s2 = hak_malloc(sep);
+    CHECKF(s0 == big && x1 == s0 + sep && s1 == x1 + 794 * pg && x2 == s1 + sep &&
+               s2 == x2 + 870 * pg,
+           "carved at pages %td, %td, %td, %td, %td of the extent", (s0 - big) / 4096,
+           (x1 - big) / 4096, (s1 - big) / 4096, (x2 - big) / 4096, (s2 - big) / 4096);
+    hak_free(x1);
+    hak_free(x2);
+    unsigned char *p = hak_malloc(768 * pg), *q = hak_malloc(860 * pg);
+    CHECKF(p == x1, "768 pages went to %s", p == x2 ? "the 870-page extent" : "neither extent");
+    CHECKF(q == x2, "860 pages went %s", q == x2 ? "" : "elsewhere");
+    hak_free(p);
+    hak_free(q);
+    hak_free(s0);
+    hak_free(s1);
+    hak_free(s2);
+    hak_trim();
+}
+
+/* Many large blocks live, replaced at random by blocks of other sizes: free memory comes in
+ * pieces between live blocks, and a request longer than every piece maps more. Mapping an
+ * eighth of the footprint at such a miss (not one block's worth) leaves room that later misses
+ * are carved from: after the warm-up few requests miss, and the footprint stays within twice
+ * the live bytes. */
+TEST(large_tier_grows_geometrically) {
+    enum { LIVE = 48, STEPS = 1500 };
+    unsigned char *blk[LIVE];
+    size_t len[LIVE], live = 0, peak = 0;
+    unsigned seed = 7;
+    hak_trim();
+    struct hak_stats a = stats();
+    size_t worst = 0;
+    for (int k = -LIVE; k < STEPS; k++) { /* k < 0: the warm-up fills the slots */
+        int i = k + LIVE;
+        if (k >= 0) {
+            if (k == 0) a = stats();
+            seed = seed * 1103515245 + 12345;
+            i = (int)((seed >> 8) % LIVE);
+            CHECK(blk[i][0] == (unsigned char)i && blk[i][len[i] - 1] == (unsigned char)i);
+            hak_free(blk[i]);
+            live -= len[i];
+        }
+        seed = seed * 1103515245 + 12345;
+        len[i] = ((size_t)1 << 20) + (seed >> 4) % ((size_t)3 << 20);
+        blk[i] = hak_malloc(len[i]);
+        CHECK(blk[i] != NULL);
+        blk[i][0] = blk[i][len[i] - 1] = (unsigned char)i;
+        live += len[i];
+        if (live > peak) peak = live;
+        struct hak_stats s = stats();
+        if (k >= 0 && s.mapped_bytes_now > worst) worst = s.mapped_bytes_now;
+    }
+    struct hak_stats b = stats();
+    size_t misses = b.large_cache_misses - a.large_cache_misses;
+    CHECKF(misses * 50 <= STEPS, "%zu of %d requests missed", misses, STEPS);
+    CHECKF(worst <= 2 * peak, "%zu MiB mapped for at most %zu MiB live", worst >> 20, peak >> 20);
+    for (int i = 0; i < LIVE; i++) hak_free(blk[i]);
+    hak_trim();
+}
+
 /* Sizes on both sides of every boundary: small, mid and large tiers. */
 TEST(boundaries_of_every_tier) {
     static const size_t edges[] = {128, 1024, 32768, 40960, 65536, 131072, 262144, 524288,
@@ -799,6 +868,8 @@ int main(int argc, char **argv) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);
         RUN(large_miss_gathers_resident_free_pieces);
+        RUN(large_fit_is_the_shortest_that_holds_the_block);
+        RUN(large_tier_grows_geometrically);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);
         RUN(boundaries_of_every_tier);
         RUN(alignment_in_every_tier);
