@@ -56,6 +56,7 @@ struct hak_stats {
     size_t pool_class_lock, pool_class_lock_waited; /* the pool's per-class front locks */
     size_t large_lock, large_lock_waited;      /* the large tier's mutex, likewise */
     size_t orphan_lock, orphan_lock_waited;    /* the orphans' mutex, likewise */
+    size_t xfer_lock, xfer_lock_waited;        /* the mid transfer lists' locks, likewise */
     size_t threads_started, threads_exited;    /* thread heaps set up and torn down */
     /* Memory lifecycle: free memory kept resident, and what went back to the OS. */
     size_t pool_empty_bytes_now;               /* EMPTY slabs in the pool (resident) */

@@ -14,6 +14,7 @@
 #include "init.h"
 #include "large.h"
 #include "orphan.h"
+#include "transfer.h"
 #include "os.h"
 #include "policy.h"
 #include "pool.h"
@@ -509,6 +510,18 @@ static void hk_heap_send_home(struct hk_heap *h, void *b) {
     }
 }
 
+#ifndef HK_HARDENED
+/* Sends the blocks of transfer lists (a list, marked free) home, to their owners or orphans
+ * (not back onto a list). */
+static void hk_heap_xfer_home(struct hk_heap *h, void *b) {
+    if (!b) return;
+    uint8_t was = h->no_xfer;
+    h->no_xfer = 1;
+    hk_heap_send_home(h, b);
+    h->no_xfer = was;
+}
+#endif
+
 /* Slab s, owned and full, has got a block back: it goes to the partial list and gets its
  * table entry back. A helper leaves the table alone (free's fast path reads it without a
  * lock, heap.h): the owner's next free to the slab sets its entry. */
@@ -696,6 +709,9 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
         if (h->free[c] && !(h->refilled >> c & 1) && (!h->cur[c] || h->quiet_since[c] != now))
             hk_heap_uncache(h, c);
     h->refilled = 0;
+#ifndef HK_HARDENED
+    hk_heap_xfer_home(h, hk_xfer_take_idle(now, 0));
+#endif
     hk_heap_help_idle(h, now);
     hk_decay_tick(now);
 }
@@ -744,17 +760,28 @@ static void hk_heap_send_all_home(struct hk_heap *h) {
     h->no_stash = 0;
 }
 
+/* What a trim and a flush send home: the caches, the batches, the inbox's blocks and every
+ * transfer list. */
+static void hk_heap_everything_home(struct hk_heap *h) {
+    h->no_xfer = 1; /* what goes home now goes home */
+    hk_heap_send_all_home(h);
+#ifndef HK_HARDENED
+    hk_heap_xfer_home(h, hk_xfer_take_idle(0, 1));
+#endif
+    h->no_xfer = 0;
+}
+
 void hk_heap_flush(void) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
-    hk_heap_send_all_home(h);
+    hk_heap_everything_home(h);
     hk_heap_leave(h);
 }
 
 void hk_heap_trim(void) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
-    hk_heap_send_all_home(h);
+    hk_heap_everything_home(h);
     /* A current slab with no live block goes too: a trim gives back all it can. */
     for (unsigned c = 0; c < HK_NCLASS; c++)
         if (h->cur[c] && h->cur[c]->used == 0) hk_heap_let_current_go(h, c);
@@ -919,6 +946,15 @@ static HK_NOINLINE void hk_free_home_slow(struct hk_heap *h, struct hk_slab *s, 
                 return;
             }
             hk_mark_free(p);
+#ifndef HK_HARDENED
+            /* A mid block of a class the thread allocates too (its stash had no room, or it
+             * let the class go) waits for the next refill of the class by any thread, not for
+             * its owner's (transfer.h). A thread that only frees the class (a consumer) sends
+             * it home: its producer reuses it from its spans. */
+            if (s->cls >= HK_NSMALL && !h->no_xfer && h->owner && (h->allocated >> s->cls & 1) &&
+                hk_xfer_put(s->cls, p, s->bsize))
+                return;
+#endif
             if (hk_owner_push_list(o, (unsigned)((uintptr_t)p >> 12) & (HK_LANES - 1), p, p)) {
                 hk_count_pushes(h, 1);
                 return;
@@ -1170,6 +1206,17 @@ void hk_heap_free_slow(void *p, const char *op) {
 /* Makes free[c] non-empty: the current slab's frees, fresh carving, an owned partial slab, a
  * kept empty one, an adopted orphan, or a slab from the pool, in that order. */
 static int hk_heap_fill(struct hk_heap *h, unsigned c) {
+#ifndef HK_HARDENED
+    if (c >= HK_NSMALL && !h->no_xfer) {
+        /* Another thread's block that its freeing thread could not keep (transfer.h). */
+        void *b = hk_xfer_take(c);
+        if (b) {
+            hk_link_set(b, NULL);
+            h->free[c] = b;
+            return 1;
+        }
+    }
+#endif
     for (;;) {
         struct hk_slab *s = h->cur[c];
         if (s) {
@@ -1244,6 +1291,7 @@ void *hk_heap_refill(unsigned c) {
     if (h->batch_mask || h->orphan_batch) hk_batch_flush_all(h);
     hk_heap_maybe_tick(h);
     h->refilled |= (uint64_t)1 << c;
+    h->allocated |= (uint64_t)1 << c;
 #ifndef HK_HARDENED
     h->room[c] = hk_room_max[c];
     h->taken[c] = 0;

@@ -59,7 +59,9 @@
  * inherited another's data frees each of those once, and stashing would make each a block of
  * another thread's slab for the rest of its life, every free of it a slow one; larson with 16
  * threads), or one of this thread's whose entry another slab took. Beyond the room, blocks go
- * home: to their slab, or in batches to their owner. A class that sat idle for a tick (10 ms of
+ * home: to their slab, or in batches to their owner; a mid block of a class the thread has
+ * allocated joins the class's transfer list instead, for any thread's next refill
+ * (transfer.h). A class that sat idle for a tick (10 ms of
  * slow-path activity without a refill of it or a change to its cache), or that has no current
  * slab, gives its cache back; so do trim and thread exit. Not in the hardened build, whose
  * caches hold blocks of the current slab only (its link check requires it) and which stashes
@@ -201,9 +203,11 @@ struct hk_heap {
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
+    uint64_t allocated;                   /* classes the thread has ever refilled (a bit each) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */
     uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
+    uint8_t no_xfer;                      /* trim, or transfer lists going home: none is used */
     uint8_t draining;                     /* applying its own inbox (heap.c, hk_heap_keep) */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
@@ -257,9 +261,9 @@ static inline int hk_heap_guard_free(void *p, size_t bsize, size_t off, const ch
     return 1;
 }
 #endif
-/* Sends the calling thread's caches and batches home and applies its inbox, so that every
- * slab whose blocks are all free is empty (the first half of malloc_trim; for tests that count
- * slabs exactly). */
+/* Sends the calling thread's caches and batches home, applies its inbox and sends every
+ * transfer list's blocks home (transfer.h), so that every slab whose blocks are all free is
+ * empty (the first half of malloc_trim; for tests that count slabs exactly). */
 void hk_heap_flush(void) HK_INTERNAL;
 /* Gives the calling thread's kept empty slabs to the pool (malloc_trim). */
 void hk_heap_trim(void) HK_INTERNAL;

@@ -16,6 +16,7 @@
 #include "pool.h"
 #include "stats.h"
 #include "trace.h"
+#include "transfer.h"
 
 enum { HK_UNINIT = 0, HK_INITIALISING, HK_READY };
 
@@ -28,6 +29,7 @@ static void hk_fork_prepare(void) {
     hk_decay_lock_all();
     hk_owner_lock_all();
     hk_orphan_lock_all();
+    hk_xfer_lock_all();
     hk_pool_lock_all();
     hk_large_lock_all();
 }
@@ -35,6 +37,7 @@ static void hk_fork_prepare(void) {
 static void hk_fork_parent(void) {
     hk_large_unlock_all();
     hk_pool_unlock_all();
+    hk_xfer_unlock_all();
     hk_orphan_unlock_all();
     hk_owner_unlock_all();
     hk_decay_unlock_all();

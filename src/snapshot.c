@@ -18,6 +18,7 @@
 #include "pool.h"
 #include "stats.h"
 #include "text.h"
+#include "transfer.h"
 
 HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     hk_init(); /* the policy reported is the configured one, even before any allocation */
@@ -50,6 +51,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     hk_pool_stats(out);
     hk_large_stats(out);
     hk_orphan_locks_add(&out->orphan_lock, &out->orphan_lock_waited);
+    hk_xfer_locks_add(&out->xfer_lock, &out->xfer_lock_waited);
     out->purge_delay_ms = hk_pol_purge_delay();
     out->unmap_delay_ms = hk_pol_unmap_delay();
     out->pool_budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
@@ -90,6 +92,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(os_madvise_bytes) X(os_mremap_bytes) X(pool_lock) X(pool_lock_waited)                   \
     X(pool_class_lock) X(pool_class_lock_waited)                                               \
     X(large_lock) X(large_lock_waited) X(orphan_lock) X(orphan_lock_waited)                    \
+    X(xfer_lock) X(xfer_lock_waited)                                                           \
     X(threads_started) X(threads_exited)                                                       \
     X(counted) X(large_allocs) X(large_frees)
 
@@ -157,7 +160,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  os bytes: mmap %zu, munmap %zu, madvise %zu, mremap %zu; threads %zu started, %zu "
            "exited\n"
            "  locks (acquisitions, waited): pool %zu, %zu; pool by class %zu, %zu; large %zu, %zu; "
-           "orphans by class %zu, %zu\n",
+           "orphans by class %zu, %zu; transfer lists %zu, %zu\n",
            (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
            s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
            s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
@@ -172,7 +175,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->threads_started,
            s->threads_exited, s->pool_lock, s->pool_lock_waited, s->pool_class_lock,
            s->pool_class_lock_waited, s->large_lock,
-           s->large_lock_waited, s->orphan_lock, s->orphan_lock_waited);
+           s->large_lock_waited, s->orphan_lock, s->orphan_lock_waited, s->xfer_lock,
+           s->xfer_lock_waited);
     if (s->counted)
         hk_out(buf, size, &n, "  large blocks: %zu allocated, %zu freed\n", s->large_allocs,
                s->large_frees);

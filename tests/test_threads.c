@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "hakmem.h"
 #include "heap.h"
 #include "policy.h"
+#include "transfer.h"
 
 static struct hak_stats stats(void) {
     struct hak_stats s;
@@ -427,10 +429,89 @@ TEST(mid_blocks_freed_here_are_reused_here) {
 #else
     CHECKF(mid_next_ok == MID_REUSE, "%d of %d blocks handed out next", mid_next_ok, MID_REUSE);
 #endif
-    /* The thread's exit sent them home: the owner's count is exact once it applies its inbox. */
+    /* The thread's exit sent them home or onto their class's transfer list (transfer.h): the
+     * owner's count is exact once the flush has taken those home and applied its inbox. */
     hk_heap_flush();
     CHECKF(hk_heap_slab_live(s) + MID_REUSE <= before, "live %u, %u before",
            hk_heap_slab_live(s), before);
+}
+
+/* A mid block that its freeing thread cannot keep (its stash is full) serves the next
+ * refill of its class by any thread, while its owner does not run: here the main thread,
+ * blocked in a join, owns 200 blocks of 40 KiB; a thread that allocates the class frees them
+ * all (its stash takes about half), and a third thread's 50 mallocs of the class get blocks
+ * of spans the main thread still owns. Before transfer lists they waited in its inbox. */
+enum { XF_N = 200, XF_TAKE = 50 };
+#define XF_SIZE (40 * 1024)
+static void *xf_given[XF_N];
+static struct hk_owner *xf_owner;
+static int xf_theirs;
+
+static void *xf_free_all(void *arg) {
+    (void)arg;
+    void *mine = hak_malloc(XF_SIZE); /* the thread allocates the class */
+    for (int i = 0; i < XF_N; i++) hak_free(xf_given[i]);
+    hak_free(mine);
+    return NULL;
+}
+
+static void *xf_allocate(void *arg) {
+    (void)arg;
+    void *got[XF_TAKE];
+    for (int i = 0; i < XF_TAKE; i++) {
+        got[i] = hak_malloc(XF_SIZE);
+        memset(got[i], 0x5a, XF_SIZE);
+        struct hk_slab *s = hk_slab_of((uintptr_t)got[i]);
+        xf_theirs += atomic_load_explicit(&s->owner, memory_order_relaxed) == xf_owner;
+    }
+    for (int i = 0; i < XF_TAKE; i++) hak_free(got[i]);
+    return NULL;
+}
+
+TEST(mid_blocks_a_thread_cannot_keep_serve_every_thread) {
+    for (int i = 0; i < XF_N; i++) xf_given[i] = hak_malloc(XF_SIZE);
+    xf_owner = hk_tls.owner;
+    struct hk_slab *s = hk_slab_of((uintptr_t)xf_given[0]);
+    pthread_t t;
+    pthread_create(&t, NULL, xf_free_all, NULL);
+    pthread_join(t, NULL);
+    pthread_create(&t, NULL, xf_allocate, NULL);
+    pthread_join(t, NULL);
+#ifdef HK_HARDENED
+    CHECKF(xf_theirs == 0, "%d blocks of the owner's spans", xf_theirs); /* no transfer lists */
+#else
+    CHECKF(xf_theirs >= XF_TAKE * 4 / 5, "%d of %d blocks from the owner's spans", xf_theirs,
+           XF_TAKE);
+#endif
+    /* Nothing waits anywhere once the owner has flushed: its spans are empty. */
+    hk_heap_flush();
+    CHECKF(hk_heap_slab_live(s) == 0, "%u blocks of the first span live", hk_heap_slab_live(s));
+}
+
+/* A transfer list that no refill takes from goes home whole after HK_XFER_IDLE_MS, as the
+ * looks at it (each thread's tick) measure; one that refills take from stays. */
+TEST(an_idle_transfer_list_goes_home) {
+    unsigned c = hk_class_of(48 * 1024);
+    void *b[3];
+    for (int i = 0; i < 3; i++) b[i] = hak_malloc(48 * 1024); /* a refill takes from the list */
+    for (int i = 0; i < 3; i++) {
+        hk_mark_free(b[i]);
+        CHECK(hk_xfer_put(c, b[i], hk_class_size[c]));
+    }
+    uint64_t t0 = hk_now_ms() + 1000; /* after any look the process has made */
+    CHECK(hk_xfer_take_idle(t0, 0) == NULL); /* the first look: idle from now on */
+    CHECK(hk_xfer_take_idle(t0 + HK_XFER_IDLE_MS - 1, 0) == NULL);
+    CHECK(hk_xfer_take(c) == b[2]);
+    CHECK(hk_xfer_take_idle(t0 + HK_XFER_IDLE_MS + 1, 0) == NULL); /* taken from since */
+    void *l = hk_xfer_take_idle(t0 + 2 * HK_XFER_IDLE_MS + 2, 0);
+    int n = 0, found = 0;
+    for (void *x = l; x; x = hk_link_get(x)) n++, found += x == b[0] || x == b[1];
+    CHECKF(n == 2 && found == 2, "%d blocks came home, %d of them the list's", n, found);
+    CHECK(hk_xfer_take(c) == NULL);
+    for (int i = 0; i < 3; i++) {
+        hk_mark_live(b[i]);
+        hak_free(b[i]);
+    }
 }
 
 /* A thread whose mallocs and frees of a class balance goes on reusing other threads' blocks:
@@ -733,6 +814,8 @@ int main(void) {
     RUN(classes_used_briefly_give_their_slabs_back);
     RUN(blocks_freed_here_are_reused_here);
     RUN(mid_blocks_freed_here_are_reused_here);
+    RUN(mid_blocks_a_thread_cannot_keep_serve_every_thread);
+    RUN(an_idle_transfer_list_goes_home);
     RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
     RUN(blocks_of_adopted_slabs_go_home);
     RUN(slabs_of_exited_thread_are_released_when_freed);

@@ -1,0 +1,129 @@
+#include "transfer.h"
+
+#include <stdatomic.h>
+
+#include "block.h"
+#include "lock.h"
+#include "size_class.h"
+
+#define HK_NMID (HK_NCLASS - HK_NSMALL)
+
+static struct hk_lock hk_xfer_locks[HK_LOCK_STRIPES] = HK_LOCK_STRIPES_INIT;
+
+static struct {
+    void *head;
+    size_t bytes;
+    _Atomic uint32_t n;     /* blocks on the list: read without the lock, so that a refill of
+                             * a class with an empty list takes no lock */
+    /* Events a look compares: blocks taken by refills, and times the list stopped being
+     * empty, so far; changed under the stripe, read without it. */
+    _Atomic uint64_t takes, fills;
+    /* hk_xfer_take_idle's (under hk_xfer_check): the events at its last look, and since when
+     * the list has held blocks that no refill took from. */
+    uint64_t seen, since;
+} hk_xfer[HK_NMID];
+
+/* One thread at a time looks for idle lists; another that finds it busy skips its look. */
+static pthread_mutex_t hk_xfer_check = PTHREAD_MUTEX_INITIALIZER;
+
+static struct hk_lock *hk_xfer_lock(unsigned c) { return &hk_xfer_locks[c % HK_LOCK_STRIPES]; }
+
+int hk_xfer_put(unsigned c, void *p, uint32_t size) {
+    unsigned i = c - HK_NSMALL;
+    HK_ASSERT(c >= HK_NSMALL && c < HK_NCLASS);
+    hk_lock(hk_xfer_lock(c));
+    size_t max = HK_XFER_BYTES > 2u * size ? HK_XFER_BYTES : 2u * size;
+    int ok = hk_xfer[i].bytes + size <= max;
+    if (ok) {
+        uint32_t n = atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed);
+        if (n == 0)
+            atomic_store_explicit(&hk_xfer[i].fills,
+                                  atomic_load_explicit(&hk_xfer[i].fills, memory_order_relaxed) + 1,
+                                  memory_order_relaxed);
+        hk_link_set(p, hk_xfer[i].head);
+        hk_xfer[i].head = p;
+        hk_xfer[i].bytes += size;
+        atomic_store_explicit(&hk_xfer[i].n, n + 1, memory_order_relaxed);
+    }
+    hk_unlock(hk_xfer_lock(c));
+    return ok;
+}
+
+void *hk_xfer_take(unsigned c) {
+    unsigned i = c - HK_NSMALL;
+    HK_ASSERT(c >= HK_NSMALL && c < HK_NCLASS);
+    /* A stale count only means this refill looks elsewhere first. */
+    if (atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) == 0) return NULL;
+    hk_lock(hk_xfer_lock(c));
+    void *b = hk_xfer[i].head;
+    if (b) {
+        hk_xfer[i].head = hk_link_get(b);
+        hk_xfer[i].bytes -= hk_class_size[c];
+        atomic_store_explicit(&hk_xfer[i].n,
+                              atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        atomic_store_explicit(&hk_xfer[i].takes,
+                              atomic_load_explicit(&hk_xfer[i].takes, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    }
+    hk_unlock(hk_xfer_lock(c));
+    return b;
+}
+
+/* Under the stripe of class c: empties its list and returns it. */
+static void *hk_xfer_detach(unsigned i) {
+    void *b = hk_xfer[i].head;
+    hk_xfer[i].head = NULL;
+    hk_xfer[i].bytes = 0;
+    atomic_store_explicit(&hk_xfer[i].n, 0, memory_order_relaxed);
+    return b;
+}
+
+void *hk_xfer_take_idle(uint64_t now, int all) {
+    void *out = NULL;
+    if (all) pthread_mutex_lock(&hk_xfer_check);
+    else if (pthread_mutex_trylock(&hk_xfer_check) != 0) return NULL;
+    for (unsigned i = 0; i < HK_NMID; i++) {
+        unsigned c = HK_NSMALL + i;
+        /* Both counts in one number: a change of either is all a look needs to see. */
+        uint64_t events = atomic_load_explicit(&hk_xfer[i].takes, memory_order_relaxed) +
+                          (atomic_load_explicit(&hk_xfer[i].fills, memory_order_relaxed) << 32);
+        void *b = NULL;
+        if (atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) == 0 ||
+            events != hk_xfer[i].seen) {
+            /* Empty, filled or taken from since the last look: idle from now on at the
+             * earliest. */
+            hk_xfer[i].seen = events;
+            hk_xfer[i].since = now;
+            if (!all) continue;
+        } else if (!all && now - hk_xfer[i].since < HK_XFER_IDLE_MS) {
+            continue;
+        }
+        hk_lock(hk_xfer_lock(c));
+        b = hk_xfer_detach(i);
+        hk_unlock(hk_xfer_lock(c));
+        /* Appended to what earlier classes gave: a list holds a few MiB of big blocks. */
+        while (b) {
+            void *next = hk_link_get(b);
+            hk_link_set(b, out);
+            out = b;
+            b = next;
+        }
+    }
+    pthread_mutex_unlock(&hk_xfer_check);
+    return out;
+}
+
+void hk_xfer_locks_add(size_t *taken, size_t *waited) {
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) hk_lock_add(&hk_xfer_locks[i], taken, waited);
+}
+
+void hk_xfer_lock_all(void) {
+    pthread_mutex_lock(&hk_xfer_check);
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_lock(&hk_xfer_locks[i].m);
+}
+
+void hk_xfer_unlock_all(void) {
+    for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_unlock(&hk_xfer_locks[i].m);
+    pthread_mutex_unlock(&hk_xfer_check);
+}
