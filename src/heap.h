@@ -130,10 +130,13 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
 #define HK_ROOM_BYTES 32768u
 #define HK_ROOM_MIN 8u
 #define HK_ROOM_MAX 1024u
-/* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 4 MiB of
- * its blocks, at least 2. With 1 MiB, blocks of 64 KiB..1 MiB shared by 16 threads peaked at
- * 1.42 GB against 1.18. */
-#define HK_MID_ROOM_BYTES (4u * 1024 * 1024)
+/* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 1 MiB of
+ * its blocks, at least 2. Before the transfer lists (transfer.h) caught what a stash cannot
+ * take, 1 MiB left blocks in inboxes (blocks of 64 KiB..1 MiB shared by 16 threads peaked at
+ * 1.42 GB, against 1.18 with 4 MiB); with them, 4 MiB only holds more: shared_swap_big16
+ * (full) ran at 5.0e6 ops/s and peaked at 273 MiB, and at 6.4e6 and 219 MiB with 1 MiB (256
+ * KiB: 188 MiB, and a class of 128 KiB or more stashes one block). */
+#define HK_MID_ROOM_BYTES (1024u * 1024)
 
 /* Remote frees are collected per destination owner and handed over a batch at a time, with
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
