@@ -4,7 +4,9 @@
 
 #include "block.h"
 #include "lock.h"
+#include "report.h"
 #include "size_class.h"
+#include "superslab.h"
 
 #define HK_NMID (HK_NCLASS - HK_NSMALL)
 
@@ -22,6 +24,33 @@ static struct {
      * the list has held blocks that no refill took from. */
     uint64_t seen, since;
 } hk_xfer[HK_NMID];
+
+/* Whether n, the link of a block on class c's list, is one too: NULL, or a carved block start
+ * of a span of class c that carries the free mark. A program that writes to a block after freeing
+ * it can overwrite the link; a list is walked only on slow paths, so the whole check is cheap
+ * there. */
+static int hk_xfer_link_ok(const void *n, unsigned c) {
+    if (!n) return 1;
+    uintptr_t a = (uintptr_t)n;
+    if ((a & 15) || !hk_is_superslab(a)) return 0;
+    const struct hk_slab *s = hk_slab_of(a);
+    if (__atomic_load_n(&s->cls, __ATOMIC_RELAXED) != c || hk_slab_block_index(s, a) < 0)
+        return 0;
+#ifdef HK_HARDENED
+    return 1; /* no free marks there (its lists are used by the tests only) */
+#else
+    return hk_marked_free(n);
+#endif
+}
+
+/* Under the stripe: the link of b, the block about to leave class c's list, or NULL (and the
+ * rest of the list dropped, its blocks lost) where it was overwritten. */
+static void *hk_xfer_next(void *b, unsigned c) {
+    void *n = hk_link_get(b);
+    if (HK_LIKELY(hk_xfer_link_ok(n, c))) return n;
+    hk_report("malloc", b, "corrupted free list (a freed block was written to)");
+    return NULL;
+}
 
 /* One thread at a time looks for idle lists; another that finds it busy skips its look. */
 static pthread_mutex_t hk_xfer_check = PTHREAD_MUTEX_INITIALIZER;
@@ -57,10 +86,12 @@ void *hk_xfer_take(unsigned c) {
     hk_lock(hk_xfer_lock(c));
     void *b = hk_xfer[i].head;
     if (b) {
-        hk_xfer[i].head = hk_link_get(b);
-        hk_xfer[i].bytes -= hk_class_size[c];
+        void *n = hk_xfer_next(b, c);
+        hk_xfer[i].head = n;
+        hk_xfer[i].bytes = n ? hk_xfer[i].bytes - hk_class_size[c] : 0;
         atomic_store_explicit(&hk_xfer[i].n,
-                              atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) - 1,
+                              n ? atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) - 1
+                                : 0,
                               memory_order_relaxed);
         atomic_store_explicit(&hk_xfer[i].takes,
                               atomic_load_explicit(&hk_xfer[i].takes, memory_order_relaxed) + 1,
@@ -104,7 +135,7 @@ void *hk_xfer_take_idle(uint64_t now, int all) {
         hk_unlock(hk_xfer_lock(c));
         /* Appended to what earlier classes gave: a list holds a few MiB of big blocks. */
         while (b) {
-            void *next = hk_link_get(b);
+            void *next = hk_xfer_next(b, c);
             hk_link_set(b, out);
             out = b;
             b = next;

@@ -393,6 +393,27 @@ static void uaf_write_remote(void) {
     memset(p, 'D', 16);
     carry_on(64);
 }
+/* A write to a mid block waiting on its class's transfer list (src/transfer.h): a thread that
+ * allocates the class frees 40 of another thread's blocks, more than its stash holds, and the
+ * rest (all of them once it exits) join the list; the write breaks the last one's link, which
+ * a later malloc of the class must not follow. */
+enum { LISTED = 40, LISTED_SIZE = 40 * 1024 };
+static void *free_listed(void *arg) {
+    char **p = arg;
+    char *mine = fresh(LISTED_SIZE); /* the thread allocates the class */
+    for (int i = 0; i < LISTED; i++) free(p[i]);
+    free(mine);
+    return NULL;
+}
+static void uaf_write_mid_listed(void) {
+    static char *p[LISTED];
+    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SIZE);
+    on_another_thread(free_listed, p);
+    memset(p[LISTED - 1], 'F', 8);
+    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SIZE);
+    for (int i = 0; i < LISTED; i++) free(p[i]);
+    carry_on(LISTED_SIZE);
+}
 static void uaf_write_mid(void) {
     char *p = fresh(100000);
     free(p);
@@ -489,6 +510,7 @@ static const struct misuse cases[] = {
     C(uaf_write_then_free, "use-after-free"),
     C(uaf_write_remote, "use-after-free"),
     C(uaf_write_mid, "use-after-free"),
+    C(uaf_write_mid_listed, "use-after-free"),
     C(free_sized_wrong, "mismatch"),
     C(free_aligned_sized_wrong, "mismatch"),
 };
