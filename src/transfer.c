@@ -136,8 +136,7 @@ void *hk_xfer_take_idle(uint64_t now, int all) {
         /* Appended to what earlier classes gave: a list holds a few MiB of big blocks. */
         while (b) {
             void *next = hk_xfer_next(b, c);
-            hk_link_set(b, out);
-            out = b;
+            hk_block_push(&out, b);
             b = next;
         }
     }

@@ -189,6 +189,29 @@ static struct hak_stats await_help(struct hak_stats a) {
     return b;
 }
 
+/* Starts owner thread fn, which writes to ready[1] once it has allocated and then blocks
+ * reading go[0], and waits for that write. 0 where a blocked owner's inbox is never applied by
+ * others (no membarrier): nothing to check then. */
+static int start_blocked_owner(void *(*fn)(void *), int ready[2], int go[2], pthread_t *owner) {
+    if (!membarrier_available()) {
+        fprintf(stderr, "  (no membarrier here: inboxes wait for their owners; nothing to check)\n");
+        return 0;
+    }
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    pthread_create(owner, NULL, fn, NULL);
+    char ch;
+    CHECK(read(ready[0], &ch, 1) == 1);
+    return 1;
+}
+
+/* Lets the owner of start_blocked_owner go on, joins it and closes the pipes. */
+static void release_blocked_owner(pthread_t owner, int ready[2], int go[2]) {
+    char ch = 0;
+    CHECK(write(go[1], &ch, 1) == 1);
+    pthread_join(owner, NULL);
+    for (int i = 0; i < 2; i++) close(ready[i]), close(go[i]);
+}
+
 static int ready_pipe[2], go_pipe[2]; /* owner to test, test to owner */
 static void *alloc_then_block(void *arg) {
     (void)arg;
@@ -207,15 +230,8 @@ static void *free_quarter(void *arg) {
 }
 
 TEST(remote_frees_into_a_blocked_owner_are_applied) {
-    if (!membarrier_available()) {
-        fprintf(stderr, "  (no membarrier here: inboxes wait for their owners; nothing to check)\n");
-        return;
-    }
-    CHECK(pipe(ready_pipe) == 0 && pipe(go_pipe) == 0);
     pthread_t owner, f[4];
-    pthread_create(&owner, NULL, alloc_then_block, NULL);
-    char ch;
-    CHECK(read(ready_pipe[0], &ch, 1) == 1);
+    if (!start_blocked_owner(alloc_then_block, ready_pipe, go_pipe, &owner)) return;
     unsigned c = hk_slab_of((uintptr_t)blocks[0])->cls; /* 64 bytes, or more when hardened */
     struct hak_stats a = stats();
     for (int q = 0; q < 4; q++) pthread_create(&f[q], NULL, free_quarter, (void *)(intptr_t)q);
@@ -226,9 +242,7 @@ TEST(remote_frees_into_a_blocked_owner_are_applied) {
      * in the pool. */
     CHECKF(b.class_slabs_held[c] + 8 < a.class_slabs_held[c], "held %zu, before %zu",
            b.class_slabs_held[c], a.class_slabs_held[c]);
-    CHECK(write(go_pipe[1], &ch, 1) == 1);
-    pthread_join(owner, NULL);
-    for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(go_pipe[i]);
+    release_blocked_owner(owner, ready_pipe, go_pipe);
 }
 
 /* Frees that keep arriving do not hide a blocked owner: the scan once looked for a lane whose
@@ -259,15 +273,8 @@ static void *st_stream(void *arg) {
 }
 
 TEST(a_blocked_owner_is_helped_while_frees_keep_coming) {
-    if (!membarrier_available()) {
-        fprintf(stderr, "  (no membarrier here: inboxes wait for their owners; nothing to check)\n");
-        return;
-    }
-    CHECK(pipe(ready_pipe) == 0 && pipe(go_pipe) == 0);
     pthread_t owner, f;
-    pthread_create(&owner, NULL, st_owner, NULL);
-    char ch;
-    CHECK(read(ready_pipe[0], &ch, 1) == 1);
+    if (!start_blocked_owner(st_owner, ready_pipe, go_pipe, &owner)) return;
     struct hak_stats a = stats();
     pthread_create(&f, NULL, st_stream, NULL);
     struct hak_stats b = await_help(a);
@@ -276,10 +283,8 @@ TEST(a_blocked_owner_is_helped_while_frees_keep_coming) {
     int freed = atomic_load(&st_freed);
     CHECKF(b.inbox_helps > a.inbox_helps, "no inbox applied in 2 s");
     CHECKF(freed < ST_N, "the help came only after the stream ended (%d frees)", freed);
-    CHECK(write(go_pipe[1], &ch, 1) == 1);
-    pthread_join(owner, NULL);
+    release_blocked_owner(owner, ready_pipe, go_pipe);
     for (int i = freed; i < ST_N; i++) hak_free(blocks[i]);
-    for (int i = 0; i < 2; i++) close(ready_pipe[i]), close(go_pipe[i]);
 }
 
 /* A helper that makes a full slab of a blocked owner partial leaves the owner's table of
@@ -321,22 +326,14 @@ static void *ht_free_some(void *arg) {
 }
 
 TEST(a_helper_leaves_the_owned_table_alone) {
-    if (!membarrier_available()) {
-        fprintf(stderr, "  (no membarrier here: inboxes wait for their owners; nothing to check)\n");
-        return;
-    }
-    CHECK(pipe(ht_ready) == 0 && pipe(ht_go) == 0);
     pthread_t owner, f;
-    pthread_create(&owner, NULL, ht_owner, NULL);
-    char ch;
-    CHECK(read(ht_ready[0], &ch, 1) == 1);
+    if (!start_blocked_owner(ht_owner, ht_ready, ht_go, &owner)) return;
     struct hak_stats a = stats();
     pthread_create(&f, NULL, ht_free_some, NULL);
     pthread_join(f, NULL);
     struct hak_stats b = await_help(a);
     CHECKF(b.inbox_helps > a.inbox_helps, "no inbox applied in 2 s");
-    CHECK(write(ht_go[1], &ch, 1) == 1);
-    pthread_join(owner, NULL);
+    release_blocked_owner(owner, ht_ready, ht_go);
 #ifndef HK_HARDENED
     CHECKF(ht_entry_before && ht_entry_after, "entry before the owner's free %d, after %d",
            ht_entry_before, ht_entry_after);
@@ -345,7 +342,6 @@ TEST(a_helper_leaves_the_owned_table_alone) {
            ht_entry_before, ht_entry_after);
 #endif
     CHECKF(ht_live == 1, "live %u", ht_live);
-    for (int i = 0; i < 2; i++) close(ht_ready[i]), close(ht_go[i]);
 }
 
 /* --- reuse of other threads' blocks -------------------------------------------------------- */
