@@ -25,18 +25,6 @@
 const struct hk_owned hk_owned_none = {.lim = 0};
 static struct hk_slab *hk_oslab_none[1];
 
-HK_TLS struct hk_heap hk_tls = {
-    .otab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
-    .oslab = hk_oslab_none,
-#define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
-    .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
-    .class_table = {HK_CLASS_TABLE_INIT},
-};
-
-_Static_assert(offsetof(struct hk_heap, room) ==
-                   offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
-               "free's fast path finds a class's room one array after its cache");
-
 #ifndef HK_HARDENED
 /* Each class's room after a refill: for a small class HK_ROOM_BYTES of blocks, HK_ROOM_MIN to
  * HK_ROOM_MAX; for a mid class HK_MID_ROOM_BYTES of blocks, and never less than 2 (the stash
@@ -49,6 +37,22 @@ _Static_assert(offsetof(struct hk_heap, room) ==
 static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
                                                     HK_MID_SIZES(HK_MID_ROOM_OF)};
 #endif
+
+HK_TLS struct hk_heap hk_tls = {
+    .otab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
+    .oslab = hk_oslab_none,
+#define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
+    .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
+    .class_table = {HK_CLASS_TABLE_INIT},
+#ifndef HK_HARDENED
+    .room_full = {HK_SMALL_SIZES(HK_ROOM_OF) HK_MID_SIZES(HK_MID_ROOM_OF)},
+#endif
+};
+
+_Static_assert(offsetof(struct hk_heap, room) ==
+                   offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
+               "free's fast path finds a class's room one array after its cache");
+
 
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
 #define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
@@ -600,12 +604,26 @@ static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint3
     hk_heap_send_home(h, away);
 }
 
+/* Sets class c's full room back to its first size (heap.h, HK_ROOM_GROW_BYTES): the class
+ * went quiet, or the thread gives everything back. */
+static void hk_room_reset(struct hk_heap *h, unsigned c) {
+#ifndef HK_HARDENED
+    if (h->room_full[c] != hk_room_max[c]) {
+        h->room_grown -= (uint32_t)(h->room_full[c] - hk_room_max[c]) * hk_class_size[c];
+        h->room_full[c] = hk_room_max[c];
+    }
+    h->room_sent &= ~((uint64_t)1 << c);
+#else
+    (void)h, (void)c;
+#endif
+}
+
 /* Empties the cache of class c. */
 static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     void *b = h->free[c];
     h->free[c] = NULL;
 #ifndef HK_HARDENED
-    h->room[c] = hk_room_max[c], h->taken[c] = 0;
+    h->room[c] = h->room_full[c], h->taken[c] = 0;
 #endif
     hk_heap_cache_send(h, c, &b, UINT32_MAX);
 }
@@ -613,7 +631,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
 #ifndef HK_HARDENED
 /* Gives class c's room back what malloc took since it was last set, up to the full room. */
 static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
-    uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = hk_room_max[c];
+    uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = h->room_full[c];
     h->taken[c] = 0;
     return h->room[c] = (intptr_t)(room < max ? room : max);
 }
@@ -635,17 +653,40 @@ static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
  * frees and then allocates a hundred blocks of up to 16 KiB at a time, ran 5% slower when
  * those classes sent everything home too). */
 #define HK_ROOM_SMALL 64u
+
+/* Class c ran dry after its cache sent blocks home (hk_heap_cache_full): the thread allocates
+ * and frees the class in waves longer than its room, and what went home must come back
+ * through a refill, from lines no longer in this core's cache. So the room doubles, up to
+ * HK_ROOM_GROW_BYTES of blocks and HK_ROOM_MAX, while the thread's rooms together stay within
+ * HK_ROOM_GROWN_MAX bytes of their first size; hk_room_reset sets it back. A thread that
+ * only frees the class (a structure torn down) never refills it, and its room stays. scatter
+ * (100 frees, then 100 mallocs, of 8 bytes to 16 KiB; a class of 4 KiB or more had a room of
+ * 8 blocks, and a wave holds about 10 of it) ran 1.14 times as fast with 1 thread and 1.17
+ * with 2 (0.96 and 0.87 of tcmalloc's speed); a room of 32 blocks for every such class did as
+ * well, but for every thread and class, waves or not. */
+static void hk_room_grow(struct hk_heap *h, unsigned c) {
+    h->room_sent &= ~((uint64_t)1 << c);
+    uint32_t d = hk_class_size[c], full = h->room_full[c];
+    uint32_t cap = HK_ROOM_GROW_BYTES / d < HK_ROOM_MAX ? HK_ROOM_GROW_BYTES / d : HK_ROOM_MAX;
+    uint32_t next = 2 * full < cap ? 2 * full : cap;
+    if (next <= full || h->room_grown + (next - full) * d > HK_ROOM_GROWN_MAX) return;
+    h->room_grown += (next - full) * d;
+    h->room_full[c] = (uint16_t)next;
+}
+
 void hk_heap_cache_full(void **head) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
     unsigned c = (unsigned)(head - h->free);
     if (hk_room_make_up(h, c) == 0) {
+        unsigned full = h->room_full[c];
+        h->room_sent |= (uint64_t)1 << c; /* a refill of c before the next one grows the room */
         if (hk_room_max[c] >= HK_ROOM_SMALL) {
-            h->room[c] = hk_room_max[c] / 8u;
+            h->room[c] = full / 8u;
             hk_heap_cache_send(h, c, head, UINT32_MAX);
         } else {
-            h->room[c] = hk_room_max[c] / 2u;
-            hk_heap_cache_send(h, c, head, hk_room_max[c] / 2u);
+            h->room[c] = full / 2u;
+            hk_heap_cache_send(h, c, head, full / 2u);
         }
     }
     HK_ASSERT(h->room[c] > 0);
@@ -657,6 +698,7 @@ void hk_heap_cache_full(void **head) {
  * or released like any slab that empties. */
 static void hk_heap_let_current_go(struct hk_heap *h, unsigned c) {
     struct hk_slab *s = h->cur[c];
+    hk_room_reset(h, c);
     hk_heap_uncache(h, c);
     hk_heap_set_current(h, c, NULL);
     if (s->used == 0) hk_heap_emptied(h, s);
@@ -755,7 +797,7 @@ static void hk_heap_drain(struct hk_heap *h);
 static void hk_heap_send_all_home(struct hk_heap *h) {
     h->no_stash = 1; /* what goes home now must not come back into the stash */
     if (h->owner) hk_heap_drain(h);
-    for (unsigned c = 0; c < HK_NCLASS; c++) hk_heap_uncache(h, c);
+    for (unsigned c = 0; c < HK_NCLASS; c++) hk_room_reset(h, c), hk_heap_uncache(h, c);
     hk_batch_flush_all(h);
     h->no_stash = 0;
 }
@@ -1293,7 +1335,8 @@ void *hk_heap_refill(unsigned c) {
     h->refilled |= (uint64_t)1 << c;
     h->allocated |= (uint64_t)1 << c;
 #ifndef HK_HARDENED
-    h->room[c] = hk_room_max[c];
+    if (h->room_sent >> c & 1) hk_room_grow(h, c);
+    h->room[c] = h->room_full[c];
     h->taken[c] = 0;
 #endif
     void *p = NULL;
@@ -1366,7 +1409,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * is stashed again from here on. */
     h->no_stash = 1;
     hk_heap_drain(h);
-    for (unsigned c = 0; c < HK_NCLASS; c++) hk_heap_uncache(h, c);
+    for (unsigned c = 0; c < HK_NCLASS; c++) hk_room_reset(h, c), hk_heap_uncache(h, c);
     hk_batch_flush_all(h);
     /* From here on, remote frees are not batched or stashed: nothing must be added to this
      * heap while it is being emptied. */

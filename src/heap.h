@@ -35,8 +35,9 @@
  * last of them goes home (hk_heap_slab_live counts the calling thread's cache out; tests that
  * count slabs exactly send the caches home first, hk_heap_flush).
  *
- * Reuse (the room): a refill sets room[c] to HK_ROOM_BYTES of blocks (HK_ROOM_MIN to
- * HK_ROOM_MAX); each block free puts into the cache takes 1, and malloc counts each block it
+ * Reuse (the room): a refill sets room[c] to the class's full room, HK_ROOM_BYTES of blocks
+ * (HK_ROOM_MIN to HK_ROOM_MAX) at first, more for a class the thread allocates and frees in
+ * waves longer than that (HK_ROOM_GROW_BYTES below); each block free puts into the cache takes 1, and malloc counts each block it
  * takes in taken[c] (apart: a count both change would chain each free to the malloc before it
  * through memory). When the room runs out, the blocks malloc took are given back as room (up to
  * the full room); if that leaves none (malloc took nothing meanwhile: the thread frees the
@@ -130,6 +131,13 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
 #define HK_ROOM_BYTES 32768u
 #define HK_ROOM_MIN 8u
 #define HK_ROOM_MAX 1024u
+/* A small class's full room grows for a thread that sends blocks home and then runs dry
+ * (heap.c, hk_room_grow): doubled at such a refill, up to HK_ROOM_GROW_BYTES of its blocks
+ * (and HK_ROOM_MAX), while all the thread's rooms together have grown by at most
+ * HK_ROOM_GROWN_MAX bytes; back to the first room when the class goes quiet (see
+ * "Footprint"), at a trim and at thread exit. */
+#define HK_ROOM_GROW_BYTES (256u * 1024)
+#define HK_ROOM_GROWN_MAX (2u * 1024 * 1024)
 /* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 1 MiB of
  * its blocks, at least 2. Before the transfer lists (transfer.h) caught what a stash cannot
  * take, 1 MiB left blocks in inboxes (blocks of 64 KiB..1 MiB shared by 16 threads peaked at
@@ -166,6 +174,13 @@ struct hk_heap {
     /* Blocks malloc's fast path took from each cache since its room was last set: given back
      * as room when the room runs out (hk_heap_cache_full). */
     uintptr_t taken[HK_NCLASS + 1];
+#ifndef HK_HARDENED
+    /* Each class's full room for this thread (see "Reuse"): the class's first room, grown for
+     * a class that the thread allocates in waves longer than it (hk_room_grow). */
+    uint16_t room_full[HK_NCLASS];
+    uint64_t room_sent;  /* classes whose cache sent blocks home since their last refill */
+    uint32_t room_grown; /* bytes all rooms have grown by, at most HK_ROOM_GROWN_MAX */
+#endif
     /* The owned-slab table: entry (p >> 16) % n of otab, n a power of two, is where free's
      * fast path looks for p's slab; omask is (n - 1) * 32, the entry's byte offset in the table
      * taken from p >> 11. Until the heap is set up, otab is hk_owned_none, whose one entry

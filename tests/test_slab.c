@@ -270,6 +270,87 @@ TEST(a_cache_grows_by_its_room_at_most) {
     hak_free(p);
 }
 
+#ifndef HK_HARDENED
+/* A thread that allocates and frees a class in waves longer than its room (heap.h, "Reuse";
+ * heap.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's frees all stay in
+ * the cache and the next wave's mallocs get exactly those blocks back. One that frees a class
+ * without allocating it again (a structure torn down) keeps its first room, the growth of all
+ * rooms together stays within its bound, and giving the caches back undoes it. In a new
+ * thread, whose rooms have not grown. */
+enum { WAVE = 24, WAVE_SIZE = 8192 }; /* a first room of 8 blocks, grown to 32 at most */
+_Static_assert(HK_ROOM_GROW_BYTES / WAVE_SIZE >= WAVE, "a wave fits the grown room");
+static int in_wave(void *const *w, void *b) {
+    for (int i = 0; i < WAVE; i++)
+        if (w[i] == b) return 1;
+    return 0;
+}
+static unsigned cache_len(unsigned c) {
+    unsigned n = 0;
+    for (void *b = hk_tls.free[c]; b; b = hk_link_get(b)) n++;
+    return n;
+}
+static void *room_waves(void *arg) {
+    (void)arg;
+    static void *w[WAVE], *x[WAVE];
+    int ok = 1;
+    unsigned c = hk_class_of(WAVE_SIZE), first = hk_tls.room_full[c];
+    ok &= first < WAVE && hk_tls.room_grown == 0;
+    for (int round = 0; round < 6; round++) {
+        for (int i = 0; i < WAVE; i++) w[i] = hak_malloc(WAVE_SIZE);
+        for (int i = 0; i < WAVE; i++) hak_free(w[i]);
+    }
+    unsigned held = cache_len(c), same = 0;
+    for (int i = 0; i < WAVE; i++) same += in_wave(w, x[i] = hak_malloc(WAVE_SIZE));
+    if (held < WAVE || same != WAVE) {
+        fprintf(stderr, "  cache %u after a wave of %d, %u of its blocks reused, room %u\n", held,
+                WAVE, same, hk_tls.room_full[c]);
+        ok = 0;
+    }
+    for (int i = 0; i < WAVE; i++) hak_free(x[i]);
+    /* Torn down: allocated once, freed once, never refilled after. */
+    unsigned t = hk_class_of(6144);
+    for (int i = 0; i < WAVE; i++) w[i] = hak_malloc(6144);
+    for (int i = 0; i < WAVE; i++) hak_free(w[i]);
+    if (hk_tls.room_full[t] != first) {
+        fprintf(stderr, "  torn-down class: room %u\n", hk_tls.room_full[t]);
+        ok = 0;
+    }
+    /* Waves in every class of 4 KiB and up: the growth of all rooms stays bounded, and is
+     * exactly what each room grew by. */
+    enum { MANY = 64 };
+    static void *m[MANY];
+    for (size_t n = 4096; n <= HK_SMALL_MAX; n += n / 4)
+        for (int round = 0; round < 8; round++) {
+            for (int i = 0; i < MANY; i++) m[i] = hak_malloc(n);
+            for (int i = 0; i < MANY; i++) hak_free(m[i]);
+        }
+    uint64_t grown = 0;
+    for (unsigned k = 0; k < HK_NSMALL; k++) {
+        unsigned base = hk_tls.room_full[k];
+        if (k >= hk_class_of(4096)) { /* the first room of a class of 4 KiB or more */
+            base = HK_ROOM_BYTES / hk_class_size[k];
+            base = base < HK_ROOM_MIN ? HK_ROOM_MIN : base;
+        }
+        grown += (uint64_t)(hk_tls.room_full[k] - base) * hk_class_size[k];
+    }
+    if (grown != hk_tls.room_grown || grown > HK_ROOM_GROWN_MAX || grown == 0) {
+        fprintf(stderr, "  grown %llu, counted %u, bound %u\n", (unsigned long long)grown,
+                hk_tls.room_grown, HK_ROOM_GROWN_MAX);
+        ok = 0;
+    }
+    hk_heap_flush();
+    ok &= hk_tls.room_grown == 0 && hk_tls.room_full[c] == first;
+    return (void *)(intptr_t)ok;
+}
+TEST(a_room_grows_for_waves_longer_than_it) {
+    pthread_t t;
+    void *ok = NULL;
+    CHECK(pthread_create(&t, NULL, room_waves, NULL) == 0);
+    CHECK(pthread_join(t, &ok) == 0);
+    CHECK(ok == (void *)1);
+}
+#endif
+
 /* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
  * (heap.c, hk_heap_cache_send): here 48 slabs, each waiting for its last block, empty at once,
  * more than the walk deals with itself (the rest take the path one block at a time). Each is
@@ -448,6 +529,9 @@ int main(void) {
     RUN(a_thread_with_many_slabs_gets_a_larger_table);
     RUN(own_frees_are_the_next_blocks);
     RUN(a_cache_grows_by_its_room_at_most);
+#ifndef HK_HARDENED
+    RUN(a_room_grows_for_waves_longer_than_it);
+#endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
     RUN(an_idle_cache_goes_home);
     RUN(empty_slabs_are_reused_before_mapping);
