@@ -922,7 +922,7 @@ static void hk_batch_flush_all(struct hk_heap *h) {
 static HK_NOINLINE void hk_orphan_batch_add(struct hk_heap *h, void *p, uint32_t size) {
     hk_block_push(&h->orphan_batch, p);
     h->orphan_bytes += size;
-    if (++h->orphan_n >= HK_BATCH_BLOCKS || h->orphan_bytes >= HK_BATCH_BYTES)
+    if (++h->orphan_n >= HK_ORPHAN_BATCH_BLOCKS || h->orphan_bytes >= HK_ORPHAN_BATCH_BYTES)
         hk_orphan_batch_flush(h);
 }
 
@@ -1176,6 +1176,37 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
 #endif
 
 #ifndef HK_HARDENED
+/* free's slow path for a small block of class c of an orphan (a slab whose owner exited), the
+ * common case of a thread that takes apart what exited threads left (thread_churn with its
+ * main thread freeing 16 threads' leftovers, a worker's result freed by another): the checks
+ * of hk_heap_free_in_slab (a carved block start, not marked free), then the block joins the
+ * thread's orphan batch (heap.h), on the slab's metadata and the thread's own fields only.
+ * 0, with nothing done, for anything else, a block marked free (the full path tells a double
+ * free), a batch one block or its bytes short of its bound (the full path hands it over),
+ * before the exit hook is set or while counting. A slab adopted meanwhile is no loss: the
+ * batch sends its blocks to the new owner (hk_orphan_free_list). teardown 500000 4 16 128
+ * random 42 1 (every free an orphan's, in random order) ran 1.45 times as fast, 1.23 in
+ * allocation order; about 155 instructions a free instead of 253. */
+static inline int hk_orphan_fast(struct hk_heap *h, const struct hk_slab *s, unsigned c,
+                                 void *p) {
+    if (!h->hooked || h->orphan_n + 1 >= HK_ORPHAN_BATCH_BLOCKS || HK_UNLIKELY(hk_counting))
+        return 0;
+    uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
+    uint32_t bsize = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
+    if ((uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
+        off >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED) * bsize ||
+        h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
+        return 0;
+    uintptr_t mark = hk_free_mark();
+    if (HK_UNLIKELY(hk_marked_as(p, mark))) return 0;
+    hk_link_set(p, h->orphan_batch);
+    hk_mark_as(p, mark);
+    h->orphan_batch = p;
+    h->orphan_n++;
+    h->orphan_bytes += bsize;
+    return 1;
+}
+
 /* free's second try, for the commonest misses of its fast path: a valid small block of another
  * live thread's slab (where threads free each other's blocks), or of one of the thread's own
  * slabs whose table entry another slab holds (where live blocks span more slabs than the
@@ -1217,10 +1248,19 @@ static inline int hk_stash_fast(struct hk_heap *h, const struct hk_slab *s, void
 }
 #endif
 
+
 /* The full path of free's slow path (s: p's slab, or NULL outside every SuperSlab), with the
  * heap marked busy; out of line, so that hk_stash_fast's hits need no stack frame. */
 static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, struct hk_slab *s, void *p,
                                           const char *op) {
+#ifndef HK_HARDENED
+    /* Here rather than in hk_stash_fast, whose hits it would slow down: every frame register
+     * saved up front, 9 more instructions a remote free in prod_cons's consumer. */
+    if (s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL) {
+        unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
+        if (c < HK_NSMALL && hk_orphan_fast(h, s, c, p)) return;
+    }
+#endif
     hk_heap_enter(h);
     if (HK_LIKELY(s != NULL)) hk_heap_free_in_slab(h, s, p, op);
     else hk_heap_free_outside(p, op);
@@ -1389,11 +1429,16 @@ void *hk_heap_corrupt_size(size_t n, void *b) {
 
 /* --- thread exit ---------------------------------------------------------------------------- */
 
-/* Hands an owned slab that is no longer current back to the pool, or orphans it. */
-static void hk_heap_let_go(struct hk_slab *s, uint64_t now) {
+/* Hands an owned slab that is no longer current back to the pool, or puts it on *orphans
+ * (linked by next) to be abandoned. */
+static void hk_heap_let_go(struct hk_slab *s, uint64_t now, struct hk_slab **orphans) {
     s->list = HK_LIST_NONE;
-    if (s->used == 0) hk_heap_release(s, now);
-    else hk_orphan_abandon(s);
+    if (s->used == 0) {
+        hk_heap_release(s, now);
+    } else {
+        s->next = *orphans;
+        *orphans = s;
+    }
 }
 
 static void hk_heap_teardown(struct hk_heap *h) {
@@ -1416,10 +1461,10 @@ static void hk_heap_teardown(struct hk_heap *h) {
     h->hooked = 0;
     h->exiting = 1;
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-        struct hk_slab *s = h->cur[c];
+        struct hk_slab *s = h->cur[c], *orphans = NULL;
         if (s) {
             hk_heap_set_current(h, c, NULL);
-            hk_heap_let_go(s, now);
+            hk_heap_let_go(s, now, &orphans);
         }
         while ((s = h->retained[c]) != NULL) {
             uint64_t idle = s->idle_since;
@@ -1428,12 +1473,13 @@ static void hk_heap_teardown(struct hk_heap *h) {
         }
         while ((s = h->partial[c]) != NULL) {
             hk_heap_list_remove(h, s);
-            hk_heap_let_go(s, now);
+            hk_heap_let_go(s, now, &orphans);
         }
         while ((s = h->full[c]) != NULL) {
             hk_heap_list_remove(h, s);
-            hk_heap_let_go(s, now);
+            hk_heap_let_go(s, now, &orphans);
         }
+        hk_orphan_abandon(orphans);
     }
     /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */
     void *lists[HK_LANES];

@@ -36,20 +36,26 @@ static void hk_orphan_partial_unlink(struct hk_slab *s) {
     atomic_fetch_sub_explicit(&hk_orphan_avail[s->cls], 1, memory_order_relaxed);
 }
 
-void hk_orphan_abandon(struct hk_slab *s) {
-    HK_ASSERT(s->used > 0);
-    HK_STAT_INC(slab_abandon);
-    hk_lock(hk_orphan_lock(s->cls));
-    /* seq_cst store: a remote pusher that still sees the old owner pushes into the owner's
-     * inbox, which the exiting owner drains after this (see hk_heap_teardown). */
-    atomic_store(&s->owner, NULL);
-    if (s->free || s->carved < s->capacity) {
-        hk_orphan_partial_push(s);
-    } else {
-        s->list = HK_LIST_ORPHAN_FULL;
-        hk_slab_list_push(&hk_orphan_full[s->cls], s);
+void hk_orphan_abandon(struct hk_slab *l) {
+    if (!l) return;
+    unsigned c = l->cls;
+    hk_lock(hk_orphan_lock(c));
+    while (l) {
+        struct hk_slab *s = l;
+        l = s->next;
+        HK_ASSERT(s->used > 0 && s->cls == c);
+        HK_STAT_INC(slab_abandon);
+        /* seq_cst store: a remote pusher that still sees the old owner pushes into the
+         * owner's inbox, which the exiting owner drains after this (see hk_heap_teardown). */
+        atomic_store(&s->owner, NULL);
+        if (s->free || s->carved < s->capacity) {
+            hk_orphan_partial_push(s);
+        } else {
+            s->list = HK_LIST_ORPHAN_FULL;
+            hk_slab_list_push(&hk_orphan_full[c], s);
+        }
     }
-    hk_unlock(hk_orphan_lock(s->cls));
+    hk_unlock(hk_orphan_lock(c));
 }
 
 struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
