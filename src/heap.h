@@ -181,13 +181,6 @@ struct hk_heap {
     /* Blocks malloc's fast path took from each cache since its room was last set: given back
      * as room when the room runs out (hk_heap_cache_full). */
     uintptr_t taken[HK_NCLASS + 1];
-#ifndef HK_HARDENED
-    /* Each class's full room for this thread (see "Reuse"): the class's first room, grown for
-     * a class that the thread allocates in waves longer than it (hk_room_grow). */
-    uint16_t room_full[HK_NCLASS];
-    uint64_t room_sent;  /* classes whose cache sent blocks home since their last refill */
-    uint32_t room_grown; /* bytes all rooms have grown by, at most HK_ROOM_GROWN_MAX */
-#endif
     /* The owned-slab table: entry (p >> 16) % n of otab, n a power of two, is where free's
      * fast path looks for p's slab; omask is (n - 1) * 32, the entry's byte offset in the table
      * taken from p >> 11. Until the heap is set up, otab is hk_owned_none, whose one entry
@@ -238,6 +231,14 @@ struct hk_heap {
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
     void *orphan_batch;                   /* orphans' blocks on their way, linked, marked free */
     uint32_t orphan_n, orphan_bytes;
+#ifndef HK_HARDENED
+    /* Each class's full room for this thread (see "Reuse"): the class's first room, grown for
+     * a class that the thread allocates in waves longer than it (hk_room_grow). Slow paths
+     * only, so at the end, where they leave the fast paths' fields where they were. */
+    uint16_t room_full[HK_NCLASS];
+    uint64_t room_sent;  /* classes whose cache sent blocks home since their last refill */
+    uint32_t room_grown; /* bytes all rooms have grown by, at most HK_ROOM_GROWN_MAX */
+#endif
 };
 
 extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
