@@ -170,18 +170,19 @@ static struct hk_lock hk_front_locks[HK_LOCK_STRIPES] = HK_LOCK_STRIPES_INIT;
 
 static struct hk_lock *hk_front_lock(unsigned c) { return &hk_front_locks[c % HK_LOCK_STRIPES]; }
 
-/* Slabs a front may hold: a 16th of the pool's budget, at most 4 MiB, at least one slab
+/* Slabs a front may hold: a 64th of the pool's budget, at most 1 MiB, at least one slab
  * (a mid span is up to 1 MiB; without the floor the mid classes, whose spans empty and come
  * back the most, had no front: prod_cons with blocks up to 256 KiB took the pool mutex 458,271
  * times in 400,000 blocks, and 44,688 with it), where the budget holds 16 such slabs: a small
  * budget (a burst given back, cgroup pressure) keeps them out. What the fronts hold counts
- * against the budget, and the pool drains them when over it. A 64th and 1 MiB (16 small
- * slabs) held too few for 16 exiting threads whose slabs another thread empties at once:
- * thread_churn 16 300 2000 16 3072 42 main took the pool mutex 216,124 times, now 129,374. */
+ * against the budget, and the pool drains them when over it. A 16th and 4 MiB took the pool
+ * mutex 129,374 times instead of 216,124 in thread_churn 16 300 2000 16 3072 42 main, with no
+ * gain in time on 16 cores, and held 2 MiB more in large 20000 64 4096 4 42 (34 MiB, the
+ * most of any allocator there): not kept. */
 static uint32_t hk_front_cap(unsigned c) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
-    size_t bytes = budget / 16, slab = (size_t)hk_class_slots[c] << HK_SLAB_SHIFT;
-    if (bytes > ((size_t)4 << 20)) bytes = (size_t)4 << 20;
+    size_t bytes = budget / 64, slab = (size_t)hk_class_slots[c] << HK_SLAB_SHIFT;
+    if (bytes > ((size_t)1 << 20)) bytes = (size_t)1 << 20;
     if (bytes >= slab) return (uint32_t)(bytes / slab);
     return budget >= 16 * slab; /* the floor, where the budget holds 16 such slabs */
 }
