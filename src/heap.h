@@ -94,6 +94,7 @@
 #ifdef HK_HARDENED
 #include "guard.h"
 #endif
+#include "orphan.h"
 #include "owner.h"
 #include "size_class.h"
 #include "superslab.h"
@@ -154,14 +155,17 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
 #define HK_BATCH_BLOCKS 32
 #define HK_BATCH_BYTES (64u * 1024)
 
-/* Blocks of orphans (slabs whose owner exited) wait in a batch of their own, as one list,
- * filled on a short path of free's slow path (heap.c, hk_orphan_fast): it goes with the
- * others (at a refill, trim or exit) or at HK_ORPHAN_BATCH_BLOCKS blocks or
- * HK_ORPHAN_BATCH_BYTES bytes. orphan.c sorts it by lock stripe in one walk and takes each
- * stripe once. Nobody waits for an orphan's blocks as an owner waits for its inbox, so its
- * bounds are 8 times the others': with 16 threads leaving 1,000 blocks each to the main
- * thread (thread_churn 16 300 2000 16 3072 42 main), the orphans' stripes were taken 2.41
- * million times with batches of 32, and 1.00 million with 256. */
+/* Blocks of orphans (slabs whose owner exited) wait in a batch of their own, filled on a
+ * short path of free's slow path (heap.c, hk_orphan_fast): it goes with the others (at a
+ * refill, trim or exit) or at HK_ORPHAN_BATCH_BLOCKS blocks or HK_ORPHAN_BATCH_BYTES bytes.
+ * It is kept as a list per small class, and orphan.c takes each lock stripe once for all of
+ * them; blocks of one slab that follow each other in a list join its free list at once. So a
+ * thread that frees what exited threads allocated one after another (their results, in
+ * order) frees whole runs of a slab at a time. Nobody waits for an orphan's blocks as an
+ * owner waits for its inbox, so its bounds are 8 times the others': with 16 threads leaving
+ * 1,000 blocks each to the main thread (thread_churn 16 300 2000 16 3072 42 main), the
+ * orphans' stripes were taken 2.41 million times with batches of 32, and 1.00 million with
+ * 256. */
 #define HK_ORPHAN_BATCH_BLOCKS 256
 #define HK_ORPHAN_BATCH_BYTES (512u * 1024)
 
@@ -229,7 +233,10 @@ struct hk_heap {
     uint8_t draining;                     /* applying its own inbox (heap.c, hk_heap_keep) */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
-    void *orphan_batch;                   /* orphans' blocks on their way, linked, marked free */
+    /* Orphans' blocks on their way (see above): a list per small class, linked and marked
+     * free, with the classes that have one in oclasses; orphan_n and orphan_bytes count them. */
+    void *olist[HK_NSMALL];
+    uint64_t oclasses;
     uint32_t orphan_n, orphan_bytes;
 #ifndef HK_HARDENED
     /* Each class's full room for this thread (see "Reuse"): the class's first room, grown for

@@ -15,10 +15,6 @@
 static struct hk_lock hk_orphan_locks[HK_LOCK_STRIPES] = HK_LOCK_STRIPES_INIT;
 
 static struct hk_lock *hk_orphan_lock(unsigned c) { return &hk_orphan_locks[c % HK_LOCK_STRIPES]; }
-/* The stripe of slab s, which holds a live block: its class cannot change meanwhile. */
-static unsigned hk_orphan_stripe(const struct hk_slab *s) {
-    return __atomic_load_n(&s->cls, __ATOMIC_RELAXED) % HK_LOCK_STRIPES;
-}
 static struct hk_slab *hk_orphan_partial[HK_NCLASS]; /* orphans with free blocks */
 static struct hk_slab *hk_orphan_full[HK_NCLASS];    /* orphans without */
 /* Length of hk_orphan_partial[c], changed under the lock and read without it, so a refill
@@ -77,19 +73,10 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     return s;
 }
 
-/* Under the lock: frees block b of slab s if s is an orphan (1), else 0. A slab whose last
- * block this was goes onto *emptied (linked by next) for hk_pool_release after the lock. The
- * double-free test `checked` is left to the caller when it has made it already. */
-static int hk_orphan_free_locked(struct hk_slab *s, void *b, int checked,
-                                 struct hk_slab **emptied) {
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL) return 0;
-    if (HK_UNLIKELY(s->used == 0 ||
-                    (!checked && hk_marked_free(b) && hk_list_has(s->free, b, s->capacity)))) {
-        hk_report("free", b, "double free");
-        return 1;
-    }
-    hk_block_push(&s->free, b);
-    if (--s->used == 0) {
+/* Under the lock: moves orphan s, to which blocks were just freed, to the lists its count
+ * calls for: none and onto *emptied (linked by next) at 0, else the partial list. */
+static inline void hk_orphan_freed(struct hk_slab *s, struct hk_slab **emptied) {
+    if (s->used == 0) {
         if (s->list == HK_LIST_ORPHAN_FULL) hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         else hk_orphan_partial_unlink(s);
         s->list = HK_LIST_NONE;
@@ -99,6 +86,20 @@ static int hk_orphan_free_locked(struct hk_slab *s, void *b, int checked,
         hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         hk_orphan_partial_push(s);
     }
+}
+
+/* Under the lock: frees block b of slab s if s is an orphan (1), else 0. A slab whose last
+ * block this was goes onto *emptied (linked by next) for hk_pool_release after the lock. */
+static int hk_orphan_free_locked(struct hk_slab *s, void *b, struct hk_slab **emptied) {
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL) return 0;
+    if (HK_UNLIKELY(s->used == 0 ||
+                    (hk_marked_free(b) && hk_list_has(s->free, b, s->capacity)))) {
+        hk_report("free", b, "double free");
+        return 1;
+    }
+    hk_block_push(&s->free, b);
+    s->used--;
+    hk_orphan_freed(s, emptied);
     return 1;
 }
 
@@ -120,7 +121,7 @@ int hk_orphan_free(struct hk_slab *s, void *p) {
     if (c != HK_CLS_NONE) {
         hk_lock(hk_orphan_lock(c));
         int done = __atomic_load_n(&s->cls, __ATOMIC_RELAXED) == c
-                       ? hk_orphan_free_locked(s, p, 0, &emptied)
+                       ? hk_orphan_free_locked(s, p, &emptied)
                        : -1;
         hk_unlock(hk_orphan_lock(c));
         hk_orphan_release(emptied);
@@ -130,29 +131,50 @@ int hk_orphan_free(struct hk_slab *s, void *p) {
     return 1;
 }
 
-void *hk_orphan_free_list(void *b) {
+void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
     struct hk_slab *emptied = NULL;
-    void *owned = NULL, *by[HK_LOCK_STRIPES] = {NULL};
-    unsigned mask = 0;
-    /* Sorted by stripe in one walk, then each stripe taken once. */
-    while (b) {
-        void *next = hk_link_get(b);
-        unsigned st = hk_orphan_stripe(hk_slab_of((uintptr_t)b));
-        hk_link_set(b, by[st]);
-        by[st] = b;
-        mask |= 1u << st;
-        b = next;
-    }
-    for (; mask; mask &= mask - 1) {
-        struct hk_lock *l = &hk_orphan_locks[__builtin_ctz(mask)];
-        hk_lock(l);
-        for (b = by[__builtin_ctz(mask)]; b;) {
-            void *next = hk_link_get(b);
-            if (!hk_orphan_free_locked(hk_slab_of((uintptr_t)b), b, 1, &emptied))
-                hk_block_push(&owned, b);
-            b = next;
+    void *owned = NULL;
+    _Static_assert(HK_NSMALL <= 3 * HK_LOCK_STRIPES, "three classes at most to a stripe");
+    for (unsigned st = 0; st < HK_LOCK_STRIPES; st++) {
+        uint64_t in = (uint64_t)1 << st | (uint64_t)1 << (st + HK_LOCK_STRIPES) |
+                      (uint64_t)1 << (st + 2 * HK_LOCK_STRIPES);
+        if (!(mask & in)) continue;
+        hk_lock(&hk_orphan_locks[st]);
+        for (unsigned c = st; c < HK_NSMALL; c += HK_LOCK_STRIPES) {
+            void *b = lists[c];
+            lists[c] = NULL;
+            while (b) {
+                /* The blocks of one slab that follow each other: a run. */
+                struct hk_slab *s = hk_slab_of((uintptr_t)b);
+                void *head = b, *tail = b, *nb = hk_link_get(b);
+                uint32_t n = 1;
+                while (nb && hk_slab_of((uintptr_t)nb) == s) {
+                    tail = nb;
+                    nb = hk_link_get(nb);
+                    n++;
+                }
+                if (atomic_load_explicit(&s->owner, memory_order_relaxed) != NULL) {
+                    hk_link_set(tail, owned); /* adopted meanwhile: to its new owner */
+                    owned = head;
+                } else if (HK_LIKELY(s->used >= n)) {
+                    hk_link_set(tail, s->free); /* the run joins the free list whole */
+                    s->free = head;
+                    s->used -= n;
+                    hk_orphan_freed(s, &emptied);
+                } else {
+                    /* More blocks than the slab has live: one was freed twice in a way the
+                     * marks did not catch. Block by block, the full check names it. */
+                    for (void *x = head, *nx;; x = nx) {
+                        nx = hk_link_get(x);
+                        int last = x == tail;
+                        hk_orphan_free_locked(s, x, &emptied);
+                        if (last) break;
+                    }
+                }
+                b = nb;
+            }
         }
-        hk_unlock(l);
+        hk_unlock(&hk_orphan_locks[st]);
     }
     hk_orphan_release(emptied);
     return owned;

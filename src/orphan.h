@@ -22,10 +22,13 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) HK_INTERNAL;
 /* Frees block b of slab s if s is (still) an orphan: returns 1 if done, 0 if s has an owner. */
 int hk_orphan_free(struct hk_slab *s, void *b) HK_INTERNAL;
 
-/* Frees a list of blocks of orphans (linked, marked free, checked for double frees by the
- * caller) under one acquisition of the lock; returns, as a list, those whose slab has an
- * owner by now, to be freed to it. */
-void *hk_orphan_free_list(void *b) HK_INTERNAL;
+/* Frees the lists of blocks of orphans lists[c] of each small class c in mask (each linked,
+ * marked free and checked for double frees by the caller; emptied here) under one
+ * acquisition of each lock stripe they need. Blocks of one slab that follow each other in a
+ * list join its free list at once, one count update for all of them: a thread that frees what
+ * exited threads allocated one after another frees whole runs. Returns, as a list, the blocks
+ * whose slab has an owner by now, to be freed to it. */
+void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) HK_INTERNAL;
 
 /* Adds the acquisitions of the orphans' locks, and those that waited, to the counts. */
 void hk_orphan_locks_add(size_t *taken, size_t *waited) HK_INTERNAL;
