@@ -1189,7 +1189,8 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
  * common case of a thread that takes apart what exited threads left (thread_churn with its
  * main thread freeing 16 threads' leftovers, a worker's result freed by another): the checks
  * of hk_heap_free_in_slab (a carved block start, not marked free), then the block joins the
- * thread's orphan batch (heap.h), on the slab's metadata and the thread's own fields only.
+ * thread's orphan batch (heap.h), on the slab's metadata and the thread's own fields only
+ * (the caller marks the heap busy: helpers flush an idle owner's batches).
  * 0, with nothing done, for anything else, a block marked free (the full path tells a double
  * free), a batch one block or its bytes short of its bound (the full path hands it over),
  * before the exit hook is set or while counting. A slab adopted meanwhile is no loss: the
@@ -1259,15 +1260,20 @@ static inline int hk_stash_fast(struct hk_heap *h, const struct hk_slab *s, void
  * heap marked busy; out of line, so that hk_stash_fast's hits need no stack frame. */
 static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, struct hk_slab *s, void *p,
                                           const char *op) {
+    hk_heap_enter(h);
 #ifndef HK_HARDENED
     /* Here rather than in hk_stash_fast, whose hits it would slow down: every frame register
-     * saved up front, 9 more instructions a remote free in prod_cons's consumer. */
+     * saved up front, 9 more instructions a remote free in prod_cons's consumer. With the heap
+     * marked busy: a helper flushes the batches of an owner whose inbox waits (hk_heap_help),
+     * and a thread that only frees exited threads' blocks never takes its inbox. */
     if (s != NULL && atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL) {
         unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-        if (c < HK_NSMALL && hk_orphan_fast(h, s, c, p)) return;
+        if (c < HK_NSMALL && hk_orphan_fast(h, s, c, p)) {
+            hk_heap_leave(h);
+            return;
+        }
     }
 #endif
-    hk_heap_enter(h);
     if (HK_LIKELY(s != NULL)) hk_heap_free_in_slab(h, s, p, op);
     else hk_heap_free_outside(p, op);
     if (HK_UNLIKELY(h->flushed) && h->owner && !h->exiting) {

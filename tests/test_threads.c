@@ -291,6 +291,81 @@ TEST(a_blocked_owner_is_helped_while_frees_keep_coming) {
     for (int i = freed; i < ST_N; i++) hak_free(blocks[i]);
 }
 
+/* A thread that only frees exited threads' blocks never refills, so its inbox waits and other
+ * threads help it: hk_heap_help applies its inbox and flushes its batches, its orphans' batch
+ * too, while it goes on adding to that batch. Every block must still come back exactly (a
+ * block lost keeps its slab active; one applied twice is reported as a double free). */
+enum { HO_OWN = 20000, HO_ORPH = 50000, HO_ROUNDS = 40 };
+static void *ho_own[HO_OWN], *ho_orph[HO_ORPH];
+static atomic_int ho_ready, ho_made, ho_freed, ho_remote_n, ho_remote_done;
+
+static void *ho_make_orphans(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HO_ORPH; i++) ho_orph[i] = hak_malloc(64);
+    return NULL; /* exits: every block is an orphan's */
+}
+
+/* Frees each round's orphans as fast as it can; never allocates after its first blocks. */
+static void *ho_freer(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HO_OWN; i++) ho_own[i] = hak_malloc(96);
+    atomic_store(&ho_ready, 1);
+    for (int round = 1; round <= HO_ROUNDS; round++) {
+        while (atomic_load(&ho_made) < round) usleep(50);
+        for (int i = 0; i < HO_ORPH; i++) hak_free(ho_orph[i]);
+        atomic_store(&ho_freed, round);
+    }
+    while (!atomic_load(&ho_remote_done)) usleep(1000);
+    return NULL;
+}
+
+static void *ho_remote(void *arg) {
+    (void)arg;
+    int i = 0;
+    for (; i < HO_OWN && atomic_load(&ho_freed) < HO_ROUNDS; i++) {
+        hak_free(ho_own[i]); /* into the freer's inbox */
+        if (i % 20 == 19) usleep(100);
+    }
+    atomic_store(&ho_remote_n, i);
+    atomic_store(&ho_remote_done, 1);
+    return NULL;
+}
+
+TEST(a_thread_freeing_orphans_while_helped_loses_nothing) {
+    if (!membarrier_available()) {
+        fprintf(stderr, "  (no membarrier here: inboxes wait for their owners; nothing to check)\n");
+        return;
+    }
+    hk_heap_flush();
+    struct hak_stats a = stats();
+    pthread_t maker, freer, remote;
+    pthread_create(&freer, NULL, ho_freer, NULL);
+    while (!atomic_load(&ho_ready)) usleep(100);
+    pthread_create(&remote, NULL, ho_remote, NULL);
+    for (int round = 1; round <= HO_ROUNDS; round++) {
+        pthread_create(&maker, NULL, ho_make_orphans, NULL);
+        pthread_join(maker, NULL);
+        atomic_store(&ho_made, round);
+        while (atomic_load(&ho_freed) < round) { /* this thread's slow paths run the scans */
+            void *v[SLOW_WAVE];
+            for (int i = 0; i < SLOW_WAVE; i++) v[i] = hak_malloc(4096);
+            for (int i = 0; i < SLOW_WAVE; i++) hak_free(v[i]);
+        }
+    }
+    pthread_join(remote, NULL);
+    pthread_join(freer, NULL);
+    for (int i = atomic_load(&ho_remote_n); i < HO_OWN; i++) hak_free(ho_own[i]);
+    hk_heap_flush();
+    struct hak_stats b = stats();
+    CHECKF(b.inbox_helps > a.inbox_helps, "no inbox applied");
+    /* The orphans' class and the freer's own: every slab of them went back. */
+    unsigned c64 = hk_class_of(64), c96 = hk_class_of(96);
+    CHECKF(b.class_slabs_held[c64] <= a.class_slabs_held[c64] &&
+               b.class_slabs_held[c96] <= a.class_slabs_held[c96],
+           "slabs held: %zu and %zu, %zu and %zu before", b.class_slabs_held[c64],
+           b.class_slabs_held[c96], a.class_slabs_held[c64], a.class_slabs_held[c96]);
+}
+
 /* A helper that makes a full slab of a blocked owner partial leaves the owner's table of
  * owned slabs alone (free's fast path reads it without marking the heap busy): the slab keeps
  * the entry it had while full, and the owner's next free to it takes the fast path. (The
@@ -844,5 +919,6 @@ int main(void) {
     /* Last: the pages its owner's emptied spans give back, wanted again by the tests after it,
      * lengthen ACE's purge delay, which classes_used_briefly_give_their_slabs_back waits for. */
     RUN(a_blocked_owner_is_helped_while_frees_keep_coming);
+    RUN(a_thread_freeing_orphans_while_helped_loses_nothing);
     TEST_MAIN_END();
 }
