@@ -53,7 +53,6 @@ _Static_assert(offsetof(struct hk_heap, room) ==
                    offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
                "free's fast path finds a class's room one array after its cache");
 
-
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
 #define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
 
@@ -628,6 +627,15 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     hk_heap_cache_send(h, c, &b, UINT32_MAX);
 }
 
+/* Empties every class's cache and sets its room back to the first one: the thread gives
+ * everything back (trim, flush, exit). */
+static void hk_heap_uncache_all(struct hk_heap *h) {
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        hk_room_reset(h, c);
+        hk_heap_uncache(h, c);
+    }
+}
+
 #ifndef HK_HARDENED
 /* Gives class c's room back what malloc took since it was last set, up to the full room. */
 static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
@@ -797,7 +805,7 @@ static void hk_heap_drain(struct hk_heap *h);
 static void hk_heap_send_all_home(struct hk_heap *h) {
     h->no_stash = 1; /* what goes home now must not come back into the stash */
     if (h->owner) hk_heap_drain(h);
-    for (unsigned c = 0; c < HK_NCLASS; c++) hk_room_reset(h, c), hk_heap_uncache(h, c);
+    hk_heap_uncache_all(h);
     hk_batch_flush_all(h);
     h->no_stash = 0;
 }
@@ -1255,7 +1263,6 @@ static inline int hk_stash_fast(struct hk_heap *h, const struct hk_slab *s, void
 }
 #endif
 
-
 /* The full path of free's slow path (s: p's slab, or NULL outside every SuperSlab), with the
  * heap marked busy; out of line, so that hk_stash_fast's hits need no stack frame. */
 static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, struct hk_slab *s, void *p,
@@ -1466,7 +1473,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * is stashed again from here on. */
     h->no_stash = 1;
     hk_heap_drain(h);
-    for (unsigned c = 0; c < HK_NCLASS; c++) hk_room_reset(h, c), hk_heap_uncache(h, c);
+    hk_heap_uncache_all(h);
     hk_batch_flush_all(h);
     /* From here on, remote frees are not batched or stashed: nothing must be added to this
      * heap while it is being emptied. */

@@ -37,36 +37,36 @@
  *
  * Reuse (the room): a refill sets room[c] to the class's full room, HK_ROOM_BYTES of blocks
  * (HK_ROOM_MIN to HK_ROOM_MAX) at first, more for a class the thread allocates and frees in
- * waves longer than that (HK_ROOM_GROW_BYTES below); each block free puts into the cache takes 1, and malloc counts each block it
- * takes in taken[c] (apart: a count both change would chain each free to the malloc before it
- * through memory). When the room runs out, the blocks malloc took are given back as room (up to
- * the full room); if that leaves none (malloc took nothing meanwhile: the thread frees the
- * class without reusing it), the whole cache goes home in one walk (hk_heap_cache_full): to the
- * current slab's free list, the thread's other slabs, or other threads; and the room is an
- * eighth of the full one until malloc takes blocks again (for blocks above 512 bytes, whose
- * rooms are a few blocks, the newest half goes, as the room's half). So the cache follows what
- * the thread allocates, as a tcmalloc thread cache does: a thread whose mallocs and frees of a
- * class balance reuses every block it frees, last freed first, and one that frees more than it
- * allocates sends the surplus home in batches. Before, a free to another of the thread's slabs
- * than the current one went onto that slab's free list, to be handed out only once the slab was
- * current again, its lines long cold (scatter, blocks of 8 bytes to 16 KiB, 4 to 64 to a slab:
- * 1.2 times the speed now). A valid small block that the owned-slab table misses goes into the
- * cache the same way (the stash) if the thread allocates its class (it has a current slab of
- * it), and so does another live thread's mid block, up to HK_MID_ROOM_BYTES of the class:
- * its owner may not run for a while, and a block waiting in an inbox is memory nobody can use
- * (16 threads on 2 cores sharing blocks of 64 KiB..1 MiB: 200-290 MB waited in inboxes beside
- * 354 MB live). The thread's own mid frees still go to their span, where it can empty. A small
- * block stashed is another thread's (not one of a slab adopted from an exited thread: a thread that
- * inherited another's data frees each of those once, and stashing would make each a block of
- * another thread's slab for the rest of its life, every free of it a slow one; larson with 16
- * threads), or one of this thread's whose entry another slab took. Beyond the room, blocks go
- * home: to their slab, or in batches to their owner; a mid block of a class the thread has
- * allocated joins the class's transfer list instead, for any thread's next refill
- * (transfer.h). A class that sat idle for a tick (10 ms of
- * slow-path activity without a refill of it or a change to its cache), or that has no current
- * slab, gives its cache back; so do trim and thread exit. Not in the hardened build, whose
- * caches hold blocks of the current slab only (its link check requires it) and which stashes
- * nothing.
+ * waves longer than that (HK_ROOM_GROW_BYTES below); each block free puts into the cache takes
+ * 1, and malloc counts each block it takes in taken[c] (apart: a count both change would chain
+ * each free to the malloc before it through memory). When the room runs out, the blocks malloc
+ * took are given back as room (up to the full room); if that leaves none (malloc took nothing
+ * meanwhile: the thread frees the class without reusing it), the whole cache goes home in one
+ * walk (hk_heap_cache_full): to the current slab's free list, the thread's other slabs, or
+ * other threads; and the room is an eighth of the full one until malloc takes blocks again (for
+ * blocks above 512 bytes, whose rooms are a few blocks, the newest half goes, as the room's
+ * half). So the cache follows what the thread allocates, as a tcmalloc thread cache does: a
+ * thread whose mallocs and frees of a class balance reuses every block it frees, last freed
+ * first, and one that frees more than it allocates sends the surplus home in batches. Before, a
+ * free to another of the thread's slabs than the current one went onto that slab's free list,
+ * to be handed out only once the slab was current again, its lines long cold (scatter, blocks
+ * of 8 bytes to 16 KiB, 4 to 64 to a slab: 1.2 times the speed now). A valid small block that
+ * the owned-slab table misses goes into the cache the same way (the stash) if the thread
+ * allocates its class (it has a current slab of it), and so does another live thread's mid
+ * block, up to HK_MID_ROOM_BYTES of the class: its owner may not run for a while, and a block
+ * waiting in an inbox is memory nobody can use (16 threads on 2 cores sharing blocks of 64
+ * KiB..1 MiB: 200-290 MB waited in inboxes beside 354 MB live). The thread's own mid frees
+ * still go to their span, where it can empty. A small block stashed is another thread's (not
+ * one of a slab adopted from an exited thread: a thread that inherited another's data frees
+ * each of those once, and stashing would make each a block of another thread's slab for the
+ * rest of its life, every free of it a slow one; larson with 16 threads), or one of this
+ * thread's whose entry another slab took. Beyond the room, blocks go home: to their slab, or in
+ * batches to their owner; a mid block of a class the thread has allocated joins the class's
+ * transfer list instead, for any thread's next refill (transfer.h). A class that sat idle for a
+ * tick (10 ms of slow-path activity without a refill of it or a change to its cache), or that
+ * has no current slab, gives its cache back; so do trim and thread exit. Not in the hardened
+ * build, whose caches hold blocks of the current slab only (its link check requires it) and
+ * which stashes nothing.
  *
  * Changes to slab state (free lists, counts, heap lists) happen with the heap marked busy,
  * so that another thread may apply the inbox of an idle owner (heap.c, "Idle owners"). Free's

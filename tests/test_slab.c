@@ -272,11 +272,11 @@ TEST(a_cache_grows_by_its_room_at_most) {
 
 #ifndef HK_HARDENED
 /* A thread that allocates and frees a class in waves longer than its room (heap.h, "Reuse";
- * heap.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's frees all stay in
- * the cache and the next wave's mallocs get exactly those blocks back. One that frees a class
- * without allocating it again (a structure torn down) keeps its first room, the growth of all
- * rooms together stays within its bound, and giving the caches back undoes it. In a new
- * thread, whose rooms have not grown. */
+ * heap.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's
+ * frees all stay in the cache and the next wave's mallocs get exactly those blocks back. One
+ * that frees a class without allocating it again (a structure torn down) keeps its first room,
+ * the growth of all rooms together stays within its bound, and giving the caches back undoes
+ * it. In a new thread, whose rooms have not grown. */
 enum { WAVE = 24, WAVE_SIZE = 8192 }; /* a first room of 8 blocks, grown to 32 at most */
 _Static_assert(HK_ROOM_GROW_BYTES / WAVE_SIZE >= WAVE, "a wave fits the grown room");
 static int in_wave(void *const *w, void *b) {
