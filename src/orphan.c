@@ -144,11 +144,13 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
             void *b = lists[c];
             lists[c] = NULL;
             while (b) {
-                /* The blocks of one slab that follow each other: a run. */
-                struct hk_slab *s = hk_slab_of((uintptr_t)b);
+                /* The blocks of one slab that follow each other: a run. A small slab is its
+                 * own slot, so blocks of one slot are blocks of one slab. */
+                uintptr_t slot = (uintptr_t)b >> HK_SLAB_SHIFT;
+                struct hk_slab *s = hk_slot_of((uintptr_t)b);
                 void *head = b, *tail = b, *nb = hk_link_get(b);
                 uint32_t n = 1;
-                while (nb && hk_slab_of((uintptr_t)nb) == s) {
+                while (nb && (uintptr_t)nb >> HK_SLAB_SHIFT == slot) {
                     tail = nb;
                     nb = hk_link_get(nb);
                     n++;
