@@ -1204,8 +1204,8 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
  * before the exit hook is set or while counting. A slab adopted meanwhile is no loss: the
  * batch sends its blocks to the new owner (hk_orphan_free_lists). teardown 500000 4 16 128
  * random 42 1 (every free an orphan's, in random order) ran 1.45 times as fast, 1.23 in
- * allocation order; about 155 instructions a free instead of 253 (about 120 since it has a
- * function of its own, hk_heap_free_orphan), and about 90 in allocation order since the batch
+ * allocation order; about 155 instructions a free instead of 253 (about 110 since it has a
+ * function of its own, hk_heap_free_orphan), and about 80 in allocation order since the batch
  * frees runs of a slab at once. */
 static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned c, void *p) {
     if (!h->hooked || h->orphan_n + 1 >= HK_ORPHAN_BATCH_BLOCKS || HK_UNLIKELY(hk_counting))
