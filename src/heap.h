@@ -94,7 +94,6 @@
 #ifdef HK_HARDENED
 #include "guard.h"
 #endif
-#include "orphan.h"
 #include "owner.h"
 #include "size_class.h"
 #include "superslab.h"

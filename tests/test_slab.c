@@ -21,6 +21,14 @@ static uint64_t rng(void) {
     return rng_state;
 }
 
+/* Runs fn in a thread of its own (a heap of its own, from nothing); whether it returned 1. */
+static int in_new_thread(void *(*fn)(void *)) {
+    pthread_t t;
+    void *ok = NULL;
+    if (pthread_create(&t, NULL, fn, NULL) != 0 || pthread_join(t, &ok) != 0) return 0;
+    return ok == (void *)1;
+}
+
 static unsigned resident_pages(void *start, size_t len) {
     unsigned char vec[64];
     unsigned n = 0;
@@ -68,13 +76,7 @@ static void *carve_ramp(void *arg) {
     return (void *)(uintptr_t)ok;
 }
 
-TEST(a_thread_carves_more_as_it_allocates_more) {
-    pthread_t t;
-    void *ok = NULL;
-    CHECK(pthread_create(&t, NULL, carve_ramp, NULL) == 0);
-    CHECK(pthread_join(t, &ok) == 0);
-    CHECK(ok == (void *)1);
-}
+TEST(a_thread_carves_more_as_it_allocates_more) { CHECK(in_new_thread(carve_ramp)); }
 
 #define NLIVE 6000
 static void *live[NLIVE];
@@ -201,11 +203,7 @@ TEST(a_thread_with_many_slabs_gets_a_larger_table) {
     struct hak_stats a, b;
     hak_trim();
     hak_stats_get(&a);
-    pthread_t t;
-    void *ok = NULL;
-    CHECK(pthread_create(&t, NULL, table_grows, NULL) == 0);
-    CHECK(pthread_join(t, &ok) == 0);
-    CHECK(ok == (void *)1);
+    CHECK(in_new_thread(table_grows));
     hak_trim();
     hak_stats_get(&b);
     CHECKF(b.slabs_active_now <= a.slabs_active_now, "active slabs %zu, %zu before",
@@ -342,13 +340,7 @@ static void *room_waves(void *arg) {
     ok &= hk_tls.room_grown == 0 && hk_tls.room_full[c] == first;
     return (void *)(intptr_t)ok;
 }
-TEST(a_room_grows_for_waves_longer_than_it) {
-    pthread_t t;
-    void *ok = NULL;
-    CHECK(pthread_create(&t, NULL, room_waves, NULL) == 0);
-    CHECK(pthread_join(t, &ok) == 0);
-    CHECK(ok == (void *)1);
-}
+TEST(a_room_grows_for_waves_longer_than_it) { CHECK(in_new_thread(room_waves)); }
 #endif
 
 /* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
