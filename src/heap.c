@@ -1260,9 +1260,11 @@ static inline int hk_stash_fast(struct hk_heap *h, const struct hk_slab *s, void
     hk_mark_as(p, mark);
     h->free[c] = p;
     h->room[c]--;
-    /* A stash counts for the tick as a refill does (hk_heap_maybe_tick, which reads the clock
-     * once the countdown is at 0). */
-    return h->tick_countdown-- == 0 ? 2 : 1;
+    /* A stash counts for the tick as a refill does; at 0 the clock is due, which
+     * hk_heap_maybe_tick reads. */
+    if (h->tick_countdown == 0) return 2;
+    h->tick_countdown--;
+    return 1;
 }
 
 /* The tick's countdown ran out at a stash of hk_stash_fast: hk_heap_maybe_tick with the heap
@@ -1270,7 +1272,6 @@ static inline int hk_stash_fast(struct hk_heap *h, const struct hk_slab *s, void
  * frame; before, each 16th stash took the full path for it (about 6% of shared_swap's frees,
  * a couple of hundred instructions each). */
 static HK_NOINLINE void hk_heap_stash_tick(struct hk_heap *h) {
-    h->tick_countdown = 0; /* hk_stash_fast took it below 0 */
     if (!h->owner || h->exiting) return;
     hk_heap_enter(h);
     hk_heap_maybe_tick(h);
