@@ -18,6 +18,7 @@ struct hk_config hk_cfg = {
     .unmap_delay_ms = 10000,
     .ss_cache = 16,
     .large_cache_mb = 256,
+    .large_arenas = 0,
     .soft_cap = 8,
     .ace = 1,
     .bg_thread = 0,
@@ -52,6 +53,8 @@ static const struct hk_var hk_vars[] = {
      "most free SuperSlabs kept mapped"},
     {"HAKMEM_LARGE_CACHE_MB", HK_VAR_UINT, &hk_cfg.large_cache_mb, 1u << 24, NULL,
      "most free large-tier memory kept resident (MiB)"},
+    {"HAKMEM_LARGE_ARENAS", HK_VAR_UINT, &hk_cfg.large_arenas, 8, NULL,
+     "large-tier arenas, each under its own lock (0: one per CPU, at most 8)"},
     {"HAKMEM_SOFT_CAP", HK_VAR_UINT, &hk_cfg.soft_cap, 1024, NULL,
      "most empty 64 KiB slabs a thread keeps per class"},
     {"HAKMEM_ACE", HK_VAR_BOOL, &hk_cfg.ace, 1, NULL, "adapt caps, caches and delays to demand"},
@@ -128,14 +131,14 @@ static int hk_parse_uint(const char *s, unsigned max, unsigned *out, int *range)
     unsigned long v = 0;
     *range = 0;
     if (!*s) return 0;
+    int over = 0;
     for (; *s; s++) {
-        if (*s < '0' || *s > '9') return 0;
-        v = v * 10 + (unsigned long)(*s - '0');
-        if (v > max) {
-            *range = 1;
-            return 0;
-        }
+        if (*s < '0' || *s > '9') return 0; /* "12x" is no number, whatever max is */
+        if (!over) v = v * 10 + (unsigned long)(*s - '0');
+        over |= v > max;
     }
+    *range = over;
+    if (over) return 0;
     *out = (unsigned)v;
     return 1;
 }
