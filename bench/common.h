@@ -395,4 +395,30 @@ static inline void xpthread_join_all(const pthread_t *tid, uint64_t n)
         xpthread_join(tid[i]);
 }
 
+/* A thread's share of a run of steps split between threads. */
+struct split_worker {
+    uint64_t index;
+    uint64_t steps;
+};
+
+/* Runs fn on n threads, each given its split_worker: steps split as evenly as they go.
+ * Returns the seconds from the first thread's start to the last one's end. */
+static inline double run_split(uint64_t n, uint64_t steps, void *(*fn)(void *))
+{
+    struct split_worker *w = xcalloc((size_t)n, sizeof *w);
+    pthread_t *tid = xcalloc((size_t)n, sizeof *tid);
+    for (uint64_t i = 0; i < n; i++) {
+        w[i].index = i;
+        w[i].steps = steps / n + (i < steps % n ? 1 : 0);
+    }
+    double t0 = now_sec();
+    for (uint64_t i = 0; i < n; i++)
+        xpthread_create(&tid[i], fn, &w[i]);
+    xpthread_join_all(tid, n);
+    double t1 = now_sec();
+    free(w);
+    free(tid);
+    return t1 - t0;
+}
+
 #endif /* HAKMEM_BENCH_COMMON_H */

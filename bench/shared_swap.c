@@ -23,11 +23,6 @@ struct block_head {
 static _Atomic(struct block_head *) *g_slot;
 static uint64_t g_slots, g_steps, g_big_pct, g_big_max, g_seed, g_mid_pct;
 
-struct worker {
-    uint64_t index;
-    uint64_t steps;
-};
-
 static size_t pick_size(rng_t *r)
 {
     uint64_t u = rng_below(r, 100);
@@ -50,7 +45,7 @@ static void check_and_free(struct block_head *b, uint64_t slot)
 
 static void *run(void *arg)
 {
-    struct worker *w = arg;
+    struct split_worker *w = arg;
     rng_t r;
     rng_seed(&r, g_seed, w->index + 1);
     for (uint64_t i = 0; i < w->steps; i++) {
@@ -81,24 +76,11 @@ int main(int argc, char **argv)
                  nthreads, g_steps, g_slots, g_big_pct, g_big_max, g_seed, g_mid_pct);
 
     g_slot = xcalloc((size_t)g_slots, sizeof *g_slot);
-    struct worker *w = xcalloc((size_t)nthreads, sizeof *w);
-    pthread_t *tid = xcalloc((size_t)nthreads, sizeof *tid);
-    for (uint64_t i = 0; i < nthreads; i++) {
-        w[i].index = i;
-        w[i].steps = g_steps / nthreads + (i < g_steps % nthreads ? 1 : 0);
-    }
-
-    double t0 = now_sec();
-    for (uint64_t i = 0; i < nthreads; i++)
-        xpthread_create(&tid[i], run, &w[i]);
-    xpthread_join_all(tid, nthreads);
-    double t1 = now_sec();
+    double secs = run_split(nthreads, g_steps, run);
 
     for (uint64_t s = 0; s < g_slots; s++)
         check_and_free(atomic_load_explicit(&g_slot[s], memory_order_relaxed), s);
     free(g_slot);
-    free(w);
-    free(tid);
-    print_result((double)g_steps, t1 - t0, NULL);
+    print_result((double)g_steps, secs, NULL);
     return 0;
 }

@@ -54,7 +54,7 @@ struct hak_stats {
     size_t inbox_helps;                        /* idle threads' remote frees applied by others */
     size_t pool_lock, pool_lock_waited;        /* pool mutex acquisitions; those that waited */
     size_t pool_class_lock, pool_class_lock_waited; /* the pool's per-class front locks */
-    size_t large_lock, large_lock_waited;      /* the large tier's mutex, likewise */
+    size_t large_lock, large_lock_waited;      /* the large tier's arena locks, likewise */
     size_t orphan_lock, orphan_lock_waited;    /* the orphans' mutex, likewise */
     size_t xfer_lock, xfer_lock_waited;        /* the mid transfer lists' locks, likewise */
     size_t threads_started, threads_exited;    /* thread heaps set up and torn down */
@@ -68,6 +68,8 @@ struct hak_stats {
     size_t large_realloc_in_place, large_realloc_mremap;
     size_t large_gathers, large_gathered_bytes; /* misses served partly by moving free
                                                  * resident pages into the new block (mremap) */
+    size_t large_arenas;                       /* page heaps the large tier is split into */
+    size_t large_steals;                       /* free extents an arena took from another */
     /* The policy in force (ACE's current choices, or the fixed ones with HAKMEM_ACE=0). */
     size_t purge_delay_ms, unmap_delay_ms;
     size_t pool_budget, large_budget;          /* free resident bytes kept regardless of age */

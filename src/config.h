@@ -10,6 +10,7 @@ struct hk_config {
     unsigned unmap_delay_ms; /* HAKMEM_UNMAP_DELAY_MS: idle time before free mappings go */
     unsigned ss_cache;       /* HAKMEM_SS_CACHE: most empty SuperSlabs kept mapped */
     unsigned large_cache_mb; /* HAKMEM_LARGE_CACHE_MB: most free large memory kept resident */
+    unsigned large_arenas;   /* HAKMEM_LARGE_ARENAS: large-tier arenas (0: one per CPU) */
     unsigned soft_cap;       /* HAKMEM_SOFT_CAP: most empty 64 KiB slabs a thread keeps per class */
     int ace;                 /* HAKMEM_ACE: adapt caps, caches and delays to demand */
     int bg_thread;           /* HAKMEM_BG_THREAD: a thread that purges on time */

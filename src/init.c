@@ -61,6 +61,7 @@ int hk_init(void) {
     hk_trace_init();
     hk_block_init();
     hk_policy_init();
+    hk_large_init(hk_cfg.large_arenas);
     hk_ace_init();
     atomic_store_explicit(&hk_state, HK_READY, memory_order_release);
     /* These may allocate: the allocator is ready by now. */

@@ -1,12 +1,16 @@
+#define _GNU_SOURCE
 #include "large.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include "../include/hakmem.h"
 #include "clock.h"
 #include "drawdown.h"
+#include "lock.h"
 #include "os.h"
+#include "pagemap.h"
 #include "policy.h"
 #include "stats.h"
 #include "trace.h"
@@ -34,53 +38,96 @@ struct hk_ext {
     struct hk_ext *anext, *aprev; /* age list of a free extent, oldest first */
 };
 
-static pthread_mutex_t hk_large_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* Hash table of extents by start or by end address. */
+struct hk_htab {
+    struct hk_ext **b;
+    size_t cap, n; /* cap: a power of two, or 0 */
+};
 
-static void hk_large_lock(void) { HK_LOCK_COUNTED(&hk_large_mutex, large_lock, large_lock_waited); }
+#define HK_NBINS 144  /* free extents' size bins (hk_bin) */
+#define HK_RECENT 64  /* blocks freed last, for double frees (hk_recently_freed) */
+#define HK_ARENAS_MAX 8
+
+/* An arena: a page heap of its own, its lock guarding everything in it. A thread takes its
+ * blocks from one arena (hk_arena_mine); a block goes back to the arena that made it, found
+ * in the page map. */
+struct hk_arena {
+    struct hk_lock lock;
+    struct hk_ext *spare; /* free records */
+    size_t nspare;
+    struct hk_htab by_start, by_end; /* every extent by start; free ones by end */
+    struct hk_ext *bins[HK_NBINS];
+    uint64_t binmap[(HK_NBINS + 63) / 64];
+    struct hk_ext *age_head[2], *age_tail[2];
+    _Atomic size_t free_total; /* written under the lock; other arenas read them (hk_get) */
+    _Atomic size_t free_dirty;
+    /* Counters (under the lock). */
+    size_t live_n, live_bytes, mapped_bytes;
+    _Atomic size_t live_peak;  /* likewise */
+    uint64_t hits, misses, refault_bytes, purged_bytes;
+    uint64_t in_place, mremaps, gathers, gathered_bytes, steals;
+    struct hk_drawdown drawn;  /* of the dirty free bytes (drawdown.h) */
+    size_t moved_pieces;       /* pieces gathered while the arena has had memory mapped */
+    /* Start addresses of the blocks freed last: a freed block merges with free neighbours
+     * and its start may no longer begin an extent, yet a second free of it is still a
+     * double free. */
+    uintptr_t recent[HK_RECENT];
+    unsigned recent_next;
+} __attribute__((aligned(64)));
+
+static struct hk_arena hk_arenas[HK_ARENAS_MAX] = {[0 ... HK_ARENAS_MAX - 1] = {.lock = HK_LOCK_INIT}};
+static _Atomic int hk_pm_failed; /* a page map entry could not be written (no memory) */
+
+/* A count written only under its arena's lock and read by anyone (no read-modify-write). */
+static inline size_t hk_get(_Atomic size_t *x) {
+    return atomic_load_explicit(x, memory_order_relaxed);
+}
+static inline void hk_set(_Atomic size_t *x, size_t v) {
+    atomic_store_explicit(x, v, memory_order_relaxed);
+}
+
+/* Records that a block of arena a starts at p: a free finds its arena there. */
+static void hk_arena_mark(struct hk_arena *a, uintptr_t p) {
+    if (!hk_pagemap_set(p, (unsigned)(a - hk_arenas) + 1))
+        atomic_store_explicit(&hk_pm_failed, 1, memory_order_relaxed);
+}
 
 /* --- extent records ------------------------------------------------------------------------- */
 
 #define HK_EXT_CHUNK ((size_t)64 << 10)
-static struct hk_ext *hk_spare;                  /* free records */
-static size_t hk_nspare;
 
 /* Makes sure n records can be taken without failing. */
-static int hk_ext_reserve(size_t n) {
-    while (hk_nspare < n) {
+static int hk_ext_reserve(struct hk_arena *a, size_t n) {
+    while (a->nspare < n) {
         struct hk_ext *chunk = hk_os_map(HK_EXT_CHUNK);
         if (!chunk) return 0;
         for (size_t i = 0; i < HK_EXT_CHUNK / sizeof *chunk; i++) {
-            chunk[i].next = hk_spare;
-            hk_spare = &chunk[i];
-            hk_nspare++;
+            chunk[i].next = a->spare;
+            a->spare = &chunk[i];
+            a->nspare++;
         }
     }
     return 1;
 }
 
-static struct hk_ext *hk_ext_take(void) {
-    struct hk_ext *e = hk_spare;
+static struct hk_ext *hk_ext_take(struct hk_arena *a) {
+    struct hk_ext *e = a->spare;
     HK_ASSERT(e != NULL);
-    hk_spare = e->next;
-    hk_nspare--;
+    a->spare = e->next;
+    a->nspare--;
     *e = (struct hk_ext){0};
     return e;
 }
 
-static void hk_ext_give(struct hk_ext *e) {
+static void hk_ext_give(struct hk_arena *a, struct hk_ext *e) {
     e->state = 0;
-    e->next = hk_spare;
-    hk_spare = e;
-    hk_nspare++;
+    e->next = a->spare;
+    a->spare = e;
+    a->nspare++;
 }
 
 /* --- hash tables by start and by end address ------------------------------------------------- */
 
-struct hk_htab {
-    struct hk_ext **b;
-    size_t cap, n; /* cap: a power of two, or 0 */
-};
-static struct hk_htab hk_by_start, hk_by_end;
 
 static inline size_t hk_hash(uintptr_t a, size_t cap) {
     return (size_t)(((a >> 12) * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
@@ -123,8 +170,8 @@ static int hk_tab_reserve(struct hk_htab *t, int by_end) {
 
 /* n spare records, and tables that are not overfull (a few entries more only lengthen the
  * chains until the next reserve grows them). */
-static int hk_reserve(size_t n) {
-    return hk_ext_reserve(n) && hk_tab_reserve(&hk_by_start, 0) && hk_tab_reserve(&hk_by_end, 1);
+static int hk_reserve(struct hk_arena *a, size_t n) {
+    return hk_ext_reserve(a, n) && hk_tab_reserve(&a->by_start, 0) && hk_tab_reserve(&a->by_end, 1);
 }
 
 static void hk_tab_insert(struct hk_htab *t, struct hk_ext *e, int by_end) {
@@ -144,7 +191,6 @@ static void hk_tab_remove(struct hk_htab *t, struct hk_ext *e, int by_end) {
 /* --- free extents: bins by size, age lists -------------------------------------------------- */
 
 /* Four bins per doubling of the page count: bin(len) grows with len. */
-#define HK_NBINS 144
 static inline unsigned hk_bin(size_t len) {
     size_t pg = len >> 12;
     if (pg <= 4) return (unsigned)pg - 1;
@@ -152,68 +198,56 @@ static inline unsigned hk_bin(size_t len) {
     return 4u * (e - 1u) + (unsigned)(((pg - 1) >> (e - 2u)) & 3u);
 }
 
-static struct hk_ext *hk_bins[HK_NBINS];
-static uint64_t hk_binmap[(HK_NBINS + 63) / 64];
-static struct hk_ext *hk_age_head[2], *hk_age_tail[2];
-static size_t hk_free_total, hk_free_dirty;
-
-/* Counters (under the lock). */
-static size_t hk_live_n, hk_live_bytes, hk_live_peak, hk_mapped_bytes;
-static uint64_t hk_hits, hk_misses, hk_refault_bytes, hk_purged_bytes;
-static uint64_t hk_in_place, hk_mremaps, hk_gathers, hk_gathered_bytes;
-
-static struct hk_drawdown hk_drawn; /* of the dirty free bytes (drawdown.h) */
-
-static inline void hk_live_grew(size_t n) {
-    hk_live_bytes += n;
-    if (hk_live_bytes > hk_live_peak) hk_live_peak = hk_live_bytes;
+static inline void hk_live_grew(struct hk_arena *a, size_t n) {
+    a->live_bytes += n;
+    if (a->live_bytes > hk_get(&a->live_peak)) hk_set(&a->live_peak, a->live_bytes);
 }
 
 static inline int hk_age_of(const struct hk_ext *e) {
     return e->dirty ? HK_AGE_DIRTY : HK_AGE_CLEAN;
 }
 
-static void hk_free_insert(struct hk_ext *e) {
+static void hk_free_insert(struct hk_arena *a, struct hk_ext *e) {
     unsigned b = hk_bin(e->len);
-    int a = hk_age_of(e);
+    int age = hk_age_of(e);
     e->state = HK_EXT_FREE;
     e->bin = (uint8_t)b;
-    hk_tab_insert(&hk_by_start, e, 0);
-    hk_tab_insert(&hk_by_end, e, 1);
+    hk_tab_insert(&a->by_start, e, 0);
+    hk_tab_insert(&a->by_end, e, 1);
     e->prev = NULL;
-    e->next = hk_bins[b];
+    e->next = a->bins[b];
     if (e->next) e->next->prev = e;
-    hk_bins[b] = e;
-    hk_binmap[b / 64] |= (uint64_t)1 << (b % 64);
+    a->bins[b] = e;
+    a->binmap[b / 64] |= (uint64_t)1 << (b % 64);
     /* Age list, sorted by idle_since (pieces of a split extent keep their older time). */
-    struct hk_ext *after = hk_age_tail[a];
+    struct hk_ext *after = a->age_tail[age];
     while (after && after->idle_since > e->idle_since) after = after->aprev;
     e->aprev = after;
-    e->anext = after ? after->anext : hk_age_head[a];
+    e->anext = after ? after->anext : a->age_head[age];
     if (e->anext) e->anext->aprev = e;
-    else hk_age_tail[a] = e;
+    else a->age_tail[age] = e;
     if (after) after->anext = e;
-    else hk_age_head[a] = e;
-    hk_free_total += e->len;
-    hk_free_dirty += e->dirty;
+    else a->age_head[age] = e;
+    hk_set(&a->free_total, hk_get(&a->free_total) + e->len);
+    hk_set(&a->free_dirty, hk_get(&a->free_dirty) + e->dirty);
 }
 
-static void hk_free_remove(struct hk_ext *e) {
+static void hk_free_remove(struct hk_arena *a, struct hk_ext *e) {
     unsigned b = e->bin;
-    int a = hk_age_of(e);
-    hk_tab_remove(&hk_by_start, e, 0);
-    hk_tab_remove(&hk_by_end, e, 1);
+    int age = hk_age_of(e);
+    hk_tab_remove(&a->by_start, e, 0);
+    hk_tab_remove(&a->by_end, e, 1);
     if (e->prev) e->prev->next = e->next;
-    else hk_bins[b] = e->next;
+    else a->bins[b] = e->next;
     if (e->next) e->next->prev = e->prev;
-    if (!hk_bins[b]) hk_binmap[b / 64] &= ~((uint64_t)1 << (b % 64));
+    if (!a->bins[b]) a->binmap[b / 64] &= ~((uint64_t)1 << (b % 64));
     if (e->aprev) e->aprev->anext = e->anext;
-    else hk_age_head[a] = e->anext;
+    else a->age_head[age] = e->anext;
     if (e->anext) e->anext->aprev = e->aprev;
-    else hk_age_tail[a] = e->aprev;
+    else a->age_tail[age] = e->aprev;
     e->next = e->prev = e->anext = e->aprev = NULL;
-    hk_free_total -= e->len;
-    hk_free_dirty -= e->dirty;
+    hk_set(&a->free_total, hk_get(&a->free_total) - e->len);
+    hk_set(&a->free_dirty, hk_get(&a->free_dirty) - e->dirty);
 }
 
 /* Bytes of [a, b) inside [lo, hi). */
@@ -252,27 +286,27 @@ static void hk_dirt_add(struct hk_ext *e, const struct hk_ext *x) {
 
 /* Makes e (in no table; len, dirt, zero and idle_since set) free, merged with its free
  * neighbours: the dirt adds up, zero holds if it held everywhere, the newest time wins. */
-static void hk_free_merge_insert(struct hk_ext *e) {
-    struct hk_ext *l = hk_tab_find(&hk_by_end, e->addr, 1);
+static void hk_free_merge_insert(struct hk_arena *a, struct hk_ext *e) {
+    struct hk_ext *l = hk_tab_find(&a->by_end, e->addr, 1);
     if (l && l->state == HK_EXT_FREE) {
-        hk_free_remove(l);
+        hk_free_remove(a, l);
         e->addr = l->addr;
         e->len += l->len;
         hk_dirt_add(e, l);
         e->zero &= l->zero;
         if (l->idle_since > e->idle_since) e->idle_since = l->idle_since;
-        hk_ext_give(l);
+        hk_ext_give(a, l);
     }
-    struct hk_ext *r = hk_tab_find(&hk_by_start, e->addr + e->len, 0);
+    struct hk_ext *r = hk_tab_find(&a->by_start, e->addr + e->len, 0);
     if (r && r->state == HK_EXT_FREE) {
-        hk_free_remove(r);
+        hk_free_remove(a, r);
         e->len += r->len;
         hk_dirt_add(e, r);
         e->zero &= r->zero;
         if (r->idle_since > e->idle_since) e->idle_since = r->idle_since;
-        hk_ext_give(r);
+        hk_ext_give(a, r);
     }
-    hk_free_insert(e);
+    hk_free_insert(a, e);
 }
 
 static inline int hk_fits(const struct hk_ext *e, size_t len, size_t align) {
@@ -283,10 +317,10 @@ static inline int hk_fits(const struct hk_ext *e, size_t len, size_t align) {
 /* The shortest extent of bin b that can hold len bytes at alignment align (of the first
  * HK_FIT_TRIES; the dirtier of two as long), or NULL. */
 #define HK_FIT_TRIES 32
-static struct hk_ext *hk_best_in(unsigned b, size_t len, size_t align) {
+static struct hk_ext *hk_best_in(struct hk_arena *a, unsigned b, size_t len, size_t align) {
     struct hk_ext *best = NULL;
     int tries = HK_FIT_TRIES;
-    for (struct hk_ext *e = hk_bins[b]; e && tries--; e = e->next)
+    for (struct hk_ext *e = a->bins[b]; e && tries--; e = e->next)
         if (hk_fits(e, len, align) &&
             (!best || e->len < best->len || (e->len == best->len && e->dirty > best->dirty)))
             best = e;
@@ -295,17 +329,17 @@ static struct hk_ext *hk_best_in(unsigned b, size_t len, size_t align) {
 
 /* A free extent that can hold len bytes at alignment align, or NULL: best fit, the shortest
  * of the lowest bin that has one. */
-static struct hk_ext *hk_find_fit(size_t len, size_t align) {
+static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align) {
     unsigned b = hk_bin(len);
-    struct hk_ext *e = hk_best_in(b, len, align);
+    struct hk_ext *e = hk_best_in(a, b, len, align);
     if (e) return e;
     for (unsigned w = (b + 1) / 64; w < (HK_NBINS + 63) / 64; w++) {
-        uint64_t m = hk_binmap[w];
+        uint64_t m = a->binmap[w];
         if (w == (b + 1) / 64) m &= ~(uint64_t)0 << ((b + 1) % 64);
         while (m) {
             unsigned bb = w * 64 + (unsigned)__builtin_ctzll(m);
             m &= m - 1;
-            if ((e = hk_best_in(bb, len, align)) != NULL) return e;
+            if ((e = hk_best_in(a, bb, len, align)) != NULL) return e;
         }
     }
     return NULL;
@@ -319,22 +353,23 @@ static size_t hk_dirt_in(const struct hk_ext *e, uintptr_t a, uintptr_t b) {
 }
 
 /* A free piece [addr, addr+len) of e holding dirty bytes of e's dirt. */
-static void hk_piece(const struct hk_ext *e, uintptr_t addr, size_t len, size_t dirty) {
-    struct hk_ext *x = hk_ext_take();
+static void hk_piece(struct hk_arena *a, const struct hk_ext *e, uintptr_t addr, size_t len, size_t dirty) {
+    struct hk_ext *x = hk_ext_take(a);
     x->addr = addr;
     x->len = len;
     hk_dirt_set(x, dirty, e->dlo, e->dhi);
     x->zero = e->zero;
     x->idle_since = e->idle_since;
-    hk_free_insert(x);
+    hk_free_insert(a, x);
 }
 
 /* Makes e (addr and len set, in no table) a live block. */
-static void hk_live_insert(struct hk_ext *e) {
+static void hk_live_insert(struct hk_arena *a, struct hk_ext *e) {
     e->state = HK_EXT_LIVE;
-    hk_tab_insert(&hk_by_start, e, 0);
-    hk_live_n++;
-    hk_live_grew(e->len);
+    hk_tab_insert(&a->by_start, e, 0);
+    hk_arena_mark(a, e->addr);
+    a->live_n++;
+    hk_live_grew(a, e->len);
 }
 
 /* Where in free extent e a block of len bytes at alignment align goes: at e's start, or at
@@ -356,29 +391,29 @@ static uintptr_t hk_place(const struct hk_ext *e, size_t len, size_t align) {
 /* Cuts a live block of len bytes at alignment align out of free extent e (hk_place); the
  * pieces before and after stay free. Two records must be reserved. Returns the block; *fresh
  * is the bytes of it that were not dirty (pages that may now be faulted in). */
-static struct hk_ext *hk_carve(struct hk_ext *e, size_t len, size_t align, size_t *fresh) {
+static struct hk_ext *hk_carve(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, size_t *fresh) {
     uintptr_t p = hk_place(e, len, align);
     uintptr_t end = e->addr + e->len;
-    hk_free_remove(e);
+    hk_free_remove(a, e);
     size_t mine = hk_dirt_in(e, p, p + len), before = hk_dirt_in(e, e->addr, p);
     *fresh = len - mine;
-    if (p > e->addr) hk_piece(e, e->addr, p - e->addr, before);
-    if (p + len < end) hk_piece(e, p + len, end - (p + len), e->dirty - mine - before);
+    if (p > e->addr) hk_piece(a, e, e->addr, p - e->addr, before);
+    if (p + len < end) hk_piece(a, e, p + len, end - (p + len), e->dirty - mine - before);
     e->addr = p;
     e->len = len;
     e->dirty = 0;
     e->dlo = e->dhi = 0;
-    hk_live_insert(e);
+    hk_live_insert(a, e);
     return e;
 }
 
 /* A freed block: all of it may hold data. */
-static void hk_free_block(struct hk_ext *e, uint64_t now) {
+static void hk_free_block(struct hk_arena *a, struct hk_ext *e, uint64_t now) {
     hk_dirt_set(e, e->len, e->addr, e->addr + e->len);
-    hk_drawdown_give(&hk_drawn, e->len);
+    hk_drawdown_give(&a->drawn, e->len);
     e->zero = 0;
     e->idle_since = now;
-    hk_free_merge_insert(e);
+    hk_free_merge_insert(a, e);
 }
 
 /* --- gathering: a new block made of free extents' resident pages ---------------------------- */
@@ -393,12 +428,11 @@ static void hk_free_block(struct hk_ext *e, uint64_t now) {
  * is a mapping of its own to the kernel, which does not merge it with its neighbours, and
  * their count only grows while the tier keeps memory mapped (bench/large: 1,183 mappings
  * after 200,000 blocks, against 45 without gathering); gathering stops after HK_GATHER_CAP
- * pieces, far below the kernel's limit of 65,530 mappings, until the tier has nothing mapped. */
+ * pieces in all arenas together (each its share), far below the kernel's limit of 65,530
+ * mappings, until the arena has nothing mapped. */
 #define HK_GATHER_MIN ((size_t)256 << 10)
 #define HK_GATHER_PIECES 8
 #define HK_GATHER_CAP 8192
-
-static size_t hk_moved_pieces; /* pieces moved while the tier has had memory mapped */
 
 struct hk_gather {
     struct hk_ext *piece[HK_GATHER_PIECES]; /* taken out of every table while they move */
@@ -408,11 +442,11 @@ struct hk_gather {
 
 /* Under the lock: takes out of the free extents, newest first, the resident spans to fill up
  * to len bytes; what is left of an extent around its span stays free. */
-static void hk_gather_take(struct hk_gather *g, size_t len) {
+static void hk_gather_take(struct hk_arena *a, struct hk_gather *g, size_t len) {
     struct hk_ext *cand[HK_GATHER_PIECES];
     unsigned nc = 0;
     size_t want = 0;
-    for (struct hk_ext *e = hk_age_tail[HK_AGE_DIRTY]; e && nc < HK_GATHER_PIECES && want < len;
+    for (struct hk_ext *e = a->age_tail[HK_AGE_DIRTY]; e && nc < HK_GATHER_PIECES && want < len;
          e = e->aprev) {
         if (e->dirty < HK_GATHER_MIN) continue;
         cand[nc++] = e;
@@ -421,13 +455,13 @@ static void hk_gather_take(struct hk_gather *g, size_t len) {
     g->n = 0;
     for (unsigned i = 0; i < nc && len >= HK_GATHER_MIN; i++) {
         struct hk_ext *e = cand[i];
-        if (!hk_reserve(2)) break;
+        if (!hk_reserve(a, 2)) break;
         size_t t = e->dhi - e->dlo < len ? e->dhi - e->dlo : len;
         uintptr_t lo = e->dlo, end = e->addr + e->len;
         size_t mine = hk_dirt_in(e, lo, lo + t);
-        hk_free_remove(e);
-        if (lo > e->addr) hk_piece(e, e->addr, lo - e->addr, 0);
-        if (lo + t < end) hk_piece(e, lo + t, end - (lo + t), e->dirty - mine);
+        hk_free_remove(a, e);
+        if (lo > e->addr) hk_piece(a, e, e->addr, lo - e->addr, 0);
+        if (lo + t < end) hk_piece(a, e, lo + t, end - (lo + t), e->dirty - mine);
         e->addr = lo;
         e->len = t;
         e->state = 0;
@@ -453,31 +487,98 @@ static size_t hk_gather_move(struct hk_gather *g, uintptr_t m) {
 }
 
 /* Under the lock: moved pieces' records go, the others are free again. */
-static void hk_gather_done(struct hk_gather *g, uint64_t now) {
+static void hk_gather_done(struct hk_arena *a, struct hk_gather *g, uint64_t now) {
     for (unsigned i = 0; i < g->n; i++) {
         struct hk_ext *e = g->piece[i];
         if (g->dirty[i] == SIZE_MAX) {
-            hk_moved_pieces++;
-            hk_mapped_bytes -= e->len;
-            hk_ext_give(e);
+            a->moved_pieces++;
+            a->mapped_bytes -= e->len;
+            hk_ext_give(a, e);
         } else {
             hk_dirt_set(e, g->dirty[i], e->addr, e->addr + e->len);
             if (!e->idle_since) e->idle_since = now;
-            hk_free_merge_insert(e);
+            hk_free_merge_insert(a, e);
         }
     }
 }
 
+/* --- arenas: which one a thread takes from, which one a block belongs to ------------------- */
+
+static unsigned hk_narenas = 1;        /* set once by hk_large_init */
+static _Atomic unsigned hk_arena_next; /* threads take arenas in turn */
+static HK_TLS uint8_t hk_arena_tls;    /* this thread's arena + 1; 0 before its first block */
+
+void hk_large_init(unsigned n) {
+    if (n == 0) {
+        /* One per CPU this process may run on (no allocation: the set is on the stack). */
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+    }
+    hk_narenas = n < 1 ? 1 : n > HK_ARENAS_MAX ? HK_ARENAS_MAX : n;
+}
+
+/* The calling thread's arena: threads are spread over the arenas in the order they first ask
+ * for a large block, so a single-threaded program has one page heap, as before arenas. */
+static struct hk_arena *hk_arena_mine(void) {
+    unsigned i = hk_arena_tls;
+    if (HK_UNLIKELY(i == 0)) {
+        i = atomic_fetch_add_explicit(&hk_arena_next, 1, memory_order_relaxed) % hk_narenas + 1;
+        hk_arena_tls = (uint8_t)i;
+    }
+    return &hk_arenas[i - 1];
+}
+
+static int hk_recently_freed(struct hk_arena *a, uintptr_t p) {
+    for (unsigned i = 0; i < HK_RECENT; i++)
+        if (a->recent[i] == p) return 1;
+    return 0;
+}
+
+/* The arena that knows address p, locked, with p's record by start (NULL if none), or NULL
+ * when no arena has a block, a free extent or a recent free at p. One lookup in the page map
+ * and one lock, but where the map could not be written: then every arena is asked. */
+static struct hk_arena *hk_arena_lock_of(uintptr_t p, struct hk_ext **e) {
+    if (p & (HK_PAGE_SIZE - 1)) return NULL; /* blocks start on pages */
+    unsigned i = hk_pagemap_get(p);
+    if (i != 0) {
+        struct hk_arena *a = &hk_arenas[i - 1];
+        hk_lock(&a->lock);
+        *e = hk_tab_find(&a->by_start, p, 0);
+        return a;
+    }
+    if (!atomic_load_explicit(&hk_pm_failed, memory_order_relaxed)) return NULL;
+    for (unsigned k = 0; k < hk_narenas; k++) {
+        struct hk_arena *a = &hk_arenas[k];
+        hk_lock(&a->lock);
+        if ((*e = hk_tab_find(&a->by_start, p, 0)) != NULL || hk_recently_freed(a, p)) return a;
+        hk_unlock(&a->lock);
+    }
+    return NULL;
+}
+
+static size_t hk_arena_decay(struct hk_arena *a, uint64_t now, int force);
+
 /* --- the API -------------------------------------------------------------------------------- */
 
-/* Dirty bytes kept regardless of age: the policy's budget, or with ACE twice the peak of live
- * bytes in this window (what the program has just shown it uses, and room for the pieces it
- * is split into), up to the cap. */
+/* The sum over the arenas of the count at offset off in each (free_dirty, live_peak): read
+ * without their locks, so only as exact as a moment allows. */
+static size_t hk_sum(size_t off) {
+    size_t s = 0;
+    for (unsigned k = 0; k < hk_narenas; k++)
+        s += hk_get((_Atomic size_t *)((char *)&hk_arenas[k] + off));
+    return s;
+}
+
+/* Dirty bytes the arenas keep together regardless of age: the policy's budget, or with ACE
+ * the peak of live bytes in this window (what the program has just shown it uses), up to the
+ * cap. Kept by all arenas together, so that memory split among them costs no more than one
+ * page heap would keep. */
 static size_t hk_large_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.large_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
     size_t cap = atomic_load_explicit(&hk_pol.large_cap, memory_order_relaxed);
-    size_t peak = 1 * hk_live_peak < cap ? 1 * hk_live_peak : cap;
+    size_t peak = hk_sum(offsetof(struct hk_arena, live_peak));
+    if (peak > cap) peak = cap;
     return budget > peak ? budget : peak;
 }
 
@@ -485,8 +586,55 @@ static size_t hk_large_budget(void) {
  * trims to the budget. */
 static int hk_large_over(void) {
     size_t budget = hk_large_budget();
-    return hk_free_dirty > budget + budget / 4;
+    return hk_sum(offsetof(struct hk_arena, free_dirty)) > budget + budget / 4;
 }
+
+/* Cuts a block for a request of len bytes at align out of free extent e of arena a (locked,
+ * three records reserved), and accounts for it; hit: e was free before this request. */
+static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, int hit,
+                     uint64_t now, int *zeroed) {
+    *zeroed = e->zero;
+    uint64_t idle = e->idle_since;
+    size_t fresh;
+    e = hk_carve(a, e, len, align, &fresh);
+    hk_drawdown_take(&a->drawn, len - fresh);
+    /* Released not long ago and wanted again: ACE lengthens the delay. */
+    if (hit && fresh && idle && now - idle < 2 * hk_pol_purge_delay()) {
+        a->refault_bytes += fresh;
+        hk_drawdown_take(&a->drawn, fresh); /* taken back, though released (pool.c) */
+    }
+    return (void *)e->addr;
+}
+
+/* For a request that arena a's free memory does not fit: a free extent of another arena that
+ * does, taken out of that arena (in no table, its mapped bytes no longer that arena's), or
+ * NULL. The caller gives it to a, where it stays: memory moves to the arena whose threads
+ * ask for it, so free memory is never stranded in one arena while another maps more, and
+ * after one move the blocks cut from it are a's own (large_swap, 2 threads: 37% of the
+ * requests were served by another arena's lock where blocks were cut there instead).
+ * Called without a lock held. */
+static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
+    unsigned self = (unsigned)(a - hk_arenas);
+    for (unsigned k = 1; k < hk_narenas; k++) {
+        struct hk_arena *b = &hk_arenas[(self + k) % hk_narenas];
+        if (hk_get(&b->free_total) < len) continue; /* a racy glance: skipped unlocked */
+        hk_lock(&b->lock);
+        struct hk_ext *e = hk_find_fit(b, len, align);
+        if (e) {
+            hk_free_remove(b, e);
+            b->mapped_bytes -= e->len;
+        }
+        hk_unlock(&b->lock);
+        if (e) {
+            if (HK_TRACING(HK_T_LARGE))
+                hk_trace(HK_T_LARGE, "free memory taken from another arena", "bytes", e->len,
+                         "arena", (uint64_t)(b - hk_arenas), NULL, 0);
+            return e;
+        }
+    }
+    return NULL;
+}
+
 
 void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
     if (align < HK_PAGE_SIZE) align = HK_PAGE_SIZE;
@@ -496,31 +644,46 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         return NULL;
     }
     uint64_t now = hk_now_ms();
-    hk_large_lock();
-    if (!hk_reserve(3)) goto oom;
-    struct hk_ext *e = hk_find_fit(len, align);
+    struct hk_arena *a = hk_arena_mine();
+    hk_lock(&a->lock);
+    if (!hk_reserve(a, 3)) goto oom;
+    struct hk_ext *e = hk_find_fit(a, len, align);
+    if (!e && hk_narenas > 1) {
+        hk_unlock(&a->lock);
+        struct hk_ext *x = hk_steal(a, len, align);
+        hk_lock(&a->lock);
+        if (x) {
+            /* Its tables were reserved above: the insertion needs no record. */
+            a->mapped_bytes += x->len;
+            a->steals++;
+            hk_drawdown_give(&a->drawn, x->dirty); /* taking it back below is demand here */
+            hk_free_merge_insert(a, x); /* x may grow by its neighbours, and stays x */
+        }
+        if (!hk_reserve(a, 3)) goto oom;
+        e = x && hk_fits(x, len, align) ? x : hk_find_fit(a, len, align);
+    }
     if (HK_TRACING(HK_T_LARGE))
         hk_trace(HK_T_LARGE, e ? "hit (served from free large memory)" : "miss (more is mapped)",
                  "bytes", len, "align", align, NULL, 0);
     int hit = e != NULL;
     if (hit) {
-        hk_hits++;
+        a->hits++;
     } else {
         /* Nothing free fits: map more, without the lock, gathering into it what free memory is
          * resident. */
         struct hk_gather g = {.n = 0};
-        if (align == HK_PAGE_SIZE && hk_free_dirty >= HK_GATHER_MIN &&
-            hk_moved_pieces < HK_GATHER_CAP)
-            hk_gather_take(&g, len);
-        hk_misses++;
+        if (align == HK_PAGE_SIZE && hk_get(&a->free_dirty) >= HK_GATHER_MIN &&
+            a->moved_pieces < HK_GATHER_CAP / hk_narenas)
+            hk_gather_take(a, &g, len);
+        a->misses++;
         /* The tier grows geometrically, as a heap does. Mappings of one block each leave
          * free memory in pieces no longer than a block, which merge only where the kernel
          * happened to place mappings side by side; a later longer request fits none of them
          * and misses again. An eighth of the footprint, untouched until carved, costs address
          * space only, and later misses are carved from it. large_many (1,024 live blocks of
          * 1..4 MiB): 1,519 misses in 20,000 requests with 4 MiB mappings, 106 with this. */
-        size_t grow = hk_align_up(hk_mapped_bytes / HK_LARGE_GROWTH, HK_PAGE_SIZE);
-        pthread_mutex_unlock(&hk_large_mutex);
+        size_t grow = hk_align_up(a->mapped_bytes / HK_LARGE_GROWTH, HK_PAGE_SIZE);
+        hk_unlock(&a->lock);
         size_t need = len + (align > HK_PAGE_SIZE ? align : 0);
         if (need < len) need = len;
         size_t map = need > HK_LARGE_MAP_MIN ? need : HK_LARGE_MAP_MIN;
@@ -532,103 +695,93 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
             m = hk_os_map(map);
         }
         size_t moved = m && g.n ? hk_gather_move(&g, (uintptr_t)m) : 0;
-        hk_large_lock();
-        hk_gather_done(&g, now);
+        hk_lock(&a->lock);
+        hk_gather_done(a, &g, now);
         if (!m) goto oom;
-        if (!hk_reserve(3)) {
-            pthread_mutex_unlock(&hk_large_mutex);
+        if (!hk_reserve(a, 3)) {
+            hk_unlock(&a->lock);
             hk_os_unmap(m, map);
             errno = ENOMEM;
             return NULL;
         }
-        hk_mapped_bytes += map;
+        a->mapped_bytes += map;
         if (moved) {
             /* The block starts the mapping, which begins with the moved resident pages; the
              * rest of a mapping longer than the block is free. */
-            hk_gathers++;
-            hk_gathered_bytes += moved;
-            hk_drawdown_take(&hk_drawn, moved);
+            a->gathers++;
+            a->gathered_bytes += moved;
+            hk_drawdown_take(&a->drawn, moved);
             if (HK_TRACING(HK_T_LARGE))
                 hk_trace(HK_T_LARGE, "miss gathered (free resident pages moved into the block)",
                          "bytes", len, "moved", moved, NULL, 0);
             if (map > len) {
-                struct hk_ext *t = hk_ext_take();
+                struct hk_ext *t = hk_ext_take(a);
                 t->addr = (uintptr_t)m + len;
                 t->len = map - len;
                 t->zero = 1;
-                hk_free_merge_insert(t);
+                hk_free_merge_insert(a, t);
             }
-            e = hk_ext_take();
+            e = hk_ext_take(a);
             e->addr = (uintptr_t)m;
             e->len = len;
-            hk_live_insert(e);
+            hk_live_insert(a, e);
             *zeroed = 0;
-            pthread_mutex_unlock(&hk_large_mutex);
+            hk_unlock(&a->lock);
             return m;
         }
-        e = hk_ext_take();
+        e = hk_ext_take(a);
         e->addr = (uintptr_t)m;
         e->len = map;
         e->zero = 1;
-        hk_free_merge_insert(e);
-        if (!hk_fits(e, len, align)) e = hk_find_fit(len, align);
+        hk_free_merge_insert(a, e);
+        if (!hk_fits(e, len, align)) e = hk_find_fit(a, len, align);
         HK_ASSERT(e != NULL);
     }
-    *zeroed = e->zero;
-    uint64_t idle = e->idle_since;
-    size_t fresh;
-    e = hk_carve(e, len, align, &fresh);
-    hk_drawdown_take(&hk_drawn, len - fresh);
-    /* Released not long ago and wanted again: ACE lengthens the delay. */
-    if (hit && fresh && idle && now - idle < 2 * hk_pol_purge_delay()) {
-        hk_refault_bytes += fresh;
-        hk_drawdown_take(&hk_drawn, fresh); /* taken back, though released (pool.c) */
-    }
-    pthread_mutex_unlock(&hk_large_mutex);
-    return (void *)e->addr;
+    void *p = hk_take(a, e, len, align, hit, now, zeroed);
+    hk_unlock(&a->lock);
+    return p;
 oom:
-    pthread_mutex_unlock(&hk_large_mutex);
+    hk_unlock(&a->lock);
     errno = ENOMEM;
     return NULL;
 }
 
-/* Start addresses of the blocks freed last: a freed block merges with free neighbours and
- * its start may no longer begin an extent, yet a second free of it is still a double free. */
-#define HK_RECENT 64
-static uintptr_t hk_recent[HK_RECENT];
-static unsigned hk_recent_next;
-
-static int hk_recently_freed(uintptr_t a) {
-    for (unsigned i = 0; i < HK_RECENT; i++)
-        if (hk_recent[i] == a) return 1;
-    return 0;
-}
-
 int hk_large_free(void *p) {
     uint64_t now = hk_now_ms();
-    hk_large_lock();
-    struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
+    struct hk_ext *e = NULL;
+    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
+    if (!a) return 0;
     if (!e || e->state != HK_EXT_LIVE) {
-        int twice = e != NULL || hk_recently_freed((uintptr_t)p);
-        pthread_mutex_unlock(&hk_large_mutex);
+        int twice = e != NULL || hk_recently_freed(a, (uintptr_t)p);
+        hk_unlock(&a->lock);
         return twice ? -1 : 0;
     }
-    hk_recent[hk_recent_next++ % HK_RECENT] = (uintptr_t)p;
-    hk_tab_remove(&hk_by_start, e, 0);
-    hk_live_n--;
-    hk_live_bytes -= e->len;
-    hk_free_block(e, now);
+    a->recent[a->recent_next++ % HK_RECENT] = (uintptr_t)p;
+    hk_tab_remove(&a->by_start, e, 0);
+    a->live_n--;
+    a->live_bytes -= e->len;
+    hk_free_block(a, e, now);
     int over = hk_large_over();
-    pthread_mutex_unlock(&hk_large_mutex);
-    if (over) hk_large_decay(now, 0);
+    hk_unlock(&a->lock);
+    if (over) hk_arena_decay(a, now, 0);
     return 1;
 }
 
+unsigned hk_large_arena_of(const void *p) {
+    struct hk_ext *e = NULL;
+    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
+    if (!a) return 0;
+    unsigned k = e && e->state == HK_EXT_LIVE ? (unsigned)(a - hk_arenas) + 1 : 0;
+    hk_unlock(&a->lock);
+    return k;
+}
+
 size_t hk_large_usable(const void *p) {
-    hk_large_lock();
-    struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
+    struct hk_ext *e = NULL;
+    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
+    if (!a) return 0;
     size_t n = e && e->state == HK_EXT_LIVE ? e->len : 0;
-    pthread_mutex_unlock(&hk_large_mutex);
+    hk_unlock(&a->lock);
     return n;
 }
 
@@ -636,90 +789,93 @@ void *hk_large_realloc(void *p, size_t n) {
     size_t len = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
     if (len < n || len > PTRDIFF_MAX) return NULL;
     uint64_t now = hk_now_ms();
-    hk_large_lock();
-    struct hk_ext *e = hk_tab_find(&hk_by_start, (uintptr_t)p, 0);
-    if (!e || e->state != HK_EXT_LIVE || !hk_reserve(2)) {
-        pthread_mutex_unlock(&hk_large_mutex);
+    struct hk_ext *e = NULL;
+    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
+    if (!a) return NULL;
+    if (!e || e->state != HK_EXT_LIVE || !hk_reserve(a, 2)) {
+        hk_unlock(&a->lock);
         return NULL;
     }
     if (len <= e->len) {
         /* Shrink in place; a tail worth having becomes free memory. */
         if (e->len - len >= HK_LARGE_SHRINK_MIN) {
-            struct hk_ext *t = hk_ext_take();
+            struct hk_ext *t = hk_ext_take(a);
             t->addr = e->addr + len;
             t->len = e->len - len;
-            hk_live_bytes -= t->len;
+            a->live_bytes -= t->len;
             e->len = len;
-            hk_free_block(t, now);
+            hk_free_block(a, t, now);
         }
-        hk_in_place++;
-        pthread_mutex_unlock(&hk_large_mutex);
+        a->in_place++;
+        hk_unlock(&a->lock);
         return p;
     }
-    struct hk_ext *r = hk_tab_find(&hk_by_start, e->addr + e->len, 0);
+    struct hk_ext *r = hk_tab_find(&a->by_start, e->addr + e->len, 0);
     if (r && r->state == HK_EXT_FREE && e->len + r->len >= len) {
         /* Grow in place into the free neighbour, from its front. */
         size_t need = len - e->len;
-        hk_free_remove(r);
+        hk_free_remove(a, r);
         if (r->len > need) {
             size_t rest = r->dirty - hk_dirt_in(r, r->addr, r->addr + need);
             r->addr += need;
             r->len -= need;
             hk_dirt_set(r, rest, r->dlo, r->dhi);
-            hk_free_insert(r);
+            hk_free_insert(a, r);
         } else {
-            hk_ext_give(r);
+            hk_ext_give(a, r);
         }
         e->len = len;
-        hk_live_grew(need);
-        hk_in_place++;
-        pthread_mutex_unlock(&hk_large_mutex);
+        hk_live_grew(a, need);
+        a->in_place++;
+        hk_unlock(&a->lock);
         return p;
     }
     size_t old = e->len;
-    pthread_mutex_unlock(&hk_large_mutex);
+    hk_unlock(&a->lock);
     /* Move the pages: the block is the caller's, nobody else reaches this record meanwhile. */
     void *q = hk_os_remap(p, old, len);
     if (!q) return NULL;
-    hk_large_lock();
-    hk_tab_remove(&hk_by_start, e, 0);
+    hk_lock(&a->lock);
+    hk_tab_remove(&a->by_start, e, 0);
     e->addr = (uintptr_t)q;
     e->len = len;
-    hk_tab_insert(&hk_by_start, e, 0);
-    hk_live_grew(len - old);
-    hk_mapped_bytes += len - old;
-    hk_mremaps++;
+    hk_tab_insert(&a->by_start, e, 0);
+    hk_arena_mark(a, e->addr);
+    hk_live_grew(a, len - old);
+    a->mapped_bytes += len - old;
+    a->mremaps++;
     if (HK_TRACING(HK_T_LARGE))
         hk_trace(HK_T_LARGE, "realloc by mremap", "bytes", len, NULL, 0, NULL, 0);
-    pthread_mutex_unlock(&hk_large_mutex);
+    hk_unlock(&a->lock);
     return q;
 }
 
 #define HK_DECAY_BATCH 32
 #define HK_RELEASE_MIN ((size_t)1 << 20) /* a release for the budget takes at least this */
 
-size_t hk_large_decay(uint64_t now, int force) {
+/* hk_large_decay for one arena. */
+static size_t hk_arena_decay(struct hk_arena *a, uint64_t now, int force) {
     size_t released = 0;
     for (;;) {
         /* What goes: purge[i]'s pages in [lo[i], hi[i]); unmap[i] whole. */
         struct hk_ext *purge[HK_DECAY_BATCH], *unmap[HK_DECAY_BATCH];
         uintptr_t lo[HK_DECAY_BATCH], hi[HK_DECAY_BATCH];
         unsigned np = 0, nu = 0;
-        hk_large_lock();
+        hk_lock(&a->lock);
         uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
         size_t keep = hk_large_budget();
         struct hk_ext *e;
         /* Taken out of every table while their pages go: nothing merges with them or
          * allocates from them meanwhile. */
-        while ((e = hk_age_head[HK_AGE_CLEAN]) != NULL && nu < HK_DECAY_BATCH &&
+        while ((e = a->age_head[HK_AGE_CLEAN]) != NULL && nu < HK_DECAY_BATCH &&
                (force || now - e->idle_since >= udelay)) {
-            hk_free_remove(e);
+            hk_free_remove(a, e);
             unmap[nu++] = e;
         }
-        size_t dirty = hk_free_dirty;
-        while ((e = hk_age_head[HK_AGE_DIRTY]) != NULL && np < HK_DECAY_BATCH &&
+        size_t dirty = hk_sum(offsetof(struct hk_arena, free_dirty));
+        while ((e = a->age_head[HK_AGE_DIRTY]) != NULL && np < HK_DECAY_BATCH &&
                (force || now - e->idle_since >= delay || dirty > keep)) {
-            hk_free_remove(e);
+            hk_free_remove(a, e);
             lo[np] = e->dlo;
             hi[np] = e->dhi;
             if (!force && now - e->idle_since < delay) {
@@ -733,7 +889,7 @@ size_t hk_large_decay(uint64_t now, int force) {
             dirty -= gone < dirty ? gone : dirty;
             purge[np++] = e;
         }
-        pthread_mutex_unlock(&hk_large_mutex);
+        hk_unlock(&a->lock);
         if (np == 0 && nu == 0) break;
         for (unsigned i = 0; i < nu; i++) {
             hk_os_unmap((void *)unmap[i]->addr, unmap[i]->len);
@@ -741,17 +897,17 @@ size_t hk_large_decay(uint64_t now, int force) {
         }
         for (unsigned i = 0; i < np; i++) /* only the span can hold resident pages */
             hk_os_release((void *)lo[i], hi[i] - lo[i]);
-        hk_large_lock();
+        hk_lock(&a->lock);
         for (unsigned i = 0; i < nu; i++) {
-            hk_mapped_bytes -= unmap[i]->len;
-            hk_ext_give(unmap[i]);
+            a->mapped_bytes -= unmap[i]->len;
+            hk_ext_give(a, unmap[i]);
         }
-        if (hk_mapped_bytes == 0) hk_moved_pieces = 0; /* every moved piece is unmapped */
+        if (a->mapped_bytes == 0) a->moved_pieces = 0; /* every moved piece is unmapped */
         for (unsigned i = 0; i < np; i++) {
             e = purge[i];
             size_t gone = lo[i] == e->dlo ? e->dirty : hk_dirt_in(e, lo[i], hi[i]);
             released += gone;
-            hk_purged_bytes += gone;
+            a->purged_bytes += gone;
             if (HK_TRACING(HK_T_LARGE))
                 hk_trace(HK_T_LARGE, "release (idle free pages)", "addr@", lo[i], "bytes", gone,
                          NULL, 0);
@@ -763,42 +919,62 @@ size_t hk_large_decay(uint64_t now, int force) {
             } else {
                 hk_dirt_set(e, e->dirty - gone, e->dlo, lo[i]); /* still idle since then */
             }
-            hk_free_merge_insert(e);
+            hk_free_merge_insert(a, e);
         }
-        pthread_mutex_unlock(&hk_large_mutex);
+        hk_unlock(&a->lock);
         /* With force, what was just released is unmapped on the next round. */
         if (np < HK_DECAY_BATCH && nu < HK_DECAY_BATCH && !(force && np)) break;
     }
     return released;
 }
 
+size_t hk_large_decay(uint64_t now, int force) {
+    size_t released = 0;
+    for (unsigned k = 0; k < hk_narenas; k++) released += hk_arena_decay(&hk_arenas[k], now, force);
+    return released;
+}
+
 /* --- reports -------------------------------------------------------------------------------- */
 
 void hk_large_demand(struct hk_large_demand *out) {
-    hk_large_lock();
-    out->refault_bytes = hk_refault_bytes;
-    out->peak_live_bytes = hk_live_peak;
-    hk_live_peak = hk_live_bytes;
-    out->drawn_bytes = hk_drawdown_read(&hk_drawn);
-    pthread_mutex_unlock(&hk_large_mutex);
+    *out = (struct hk_large_demand){0};
+    for (unsigned k = 0; k < hk_narenas; k++) {
+        struct hk_arena *a = &hk_arenas[k];
+        hk_lock(&a->lock);
+        out->refault_bytes += a->refault_bytes;
+        out->peak_live_bytes += hk_get(&a->live_peak);
+        hk_set(&a->live_peak, a->live_bytes);
+        out->drawn_bytes += hk_drawdown_read(&a->drawn);
+        hk_unlock(&a->lock);
+    }
 }
 
 void hk_large_stats(struct hak_stats *out) {
-    hk_large_lock();
-    out->large_now = hk_live_n;
-    out->large_bytes_now = hk_live_bytes;
-    out->large_free_dirty_now = hk_free_dirty;
-    out->large_free_clean_now = hk_free_total - hk_free_dirty;
-    out->large_cache_hits = hk_hits;
-    out->large_cache_misses = hk_misses;
-    out->large_purged_bytes = hk_purged_bytes;
-    out->large_realloc_in_place = hk_in_place;
-    out->large_realloc_mremap = hk_mremaps;
-    out->large_gathers = hk_gathers;
-    out->large_gathered_bytes = hk_gathered_bytes;
-    out->mapped_bytes_now += hk_mapped_bytes;
-    pthread_mutex_unlock(&hk_large_mutex);
+    out->large_arenas = hk_narenas;
+    for (unsigned k = 0; k < hk_narenas; k++) {
+        struct hk_arena *a = &hk_arenas[k];
+        hk_lock(&a->lock);
+        out->large_now += a->live_n;
+        out->large_bytes_now += a->live_bytes;
+        out->large_free_dirty_now += hk_get(&a->free_dirty);
+        out->large_free_clean_now += hk_get(&a->free_total) - hk_get(&a->free_dirty);
+        out->large_cache_hits += a->hits;
+        out->large_cache_misses += a->misses;
+        out->large_purged_bytes += a->purged_bytes;
+        out->large_realloc_in_place += a->in_place;
+        out->large_realloc_mremap += a->mremaps;
+        out->large_gathers += a->gathers;
+        out->large_gathered_bytes += a->gathered_bytes;
+        out->large_steals += a->steals;
+        out->mapped_bytes_now += a->mapped_bytes;
+        hk_unlock(&a->lock);
+        hk_lock_add(&a->lock, &out->large_lock, &out->large_lock_waited);
+    }
 }
 
-void hk_large_lock_all(void) { pthread_mutex_lock(&hk_large_mutex); }
-void hk_large_unlock_all(void) { pthread_mutex_unlock(&hk_large_mutex); }
+void hk_large_lock_all(void) {
+    for (unsigned k = 0; k < hk_narenas; k++) pthread_mutex_lock(&hk_arenas[k].lock.m);
+}
+void hk_large_unlock_all(void) {
+    for (unsigned k = 0; k < hk_narenas; k++) pthread_mutex_unlock(&hk_arenas[k].lock.m);
+}

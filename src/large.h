@@ -23,12 +23,23 @@
  * follows the live size. Live blocks are found by address in a hash table, so
  * free() and realloc() need no header and a pointer that is not a live block's start is
  * recognised. realloc grows in place into a free neighbour, shrinks in place, and otherwise
- * moves the pages with mremap, copying nothing. One mutex guards the tier; system calls run
- * outside it. */
+ * moves the pages with mremap, copying nothing.
+ *
+ * The tier is split into arenas, each such a page heap under a lock of its own (system calls
+ * run outside it), so threads that allocate big blocks at once do not queue on one mutex.
+ * Threads are spread over the arenas in the order they first ask for a block; a block goes
+ * back to the arena that made it, found from its address in the page map (pagemap.h). An
+ * arena whose free memory fits no request takes a free extent that does from another arena
+ * before it maps more, so memory moves to where it is asked for and none is stranded. One
+ * budget holds for the dirty bytes of all arenas together. */
 #ifndef HK_LARGE_H
 #define HK_LARGE_H
 
 #include "common.h"
+
+/* Sets the number of arenas (0: one per CPU the process may run on; at most 8). Called once,
+ * at start-up, before any block is made. */
+void hk_large_init(unsigned n) HK_INTERNAL;
 
 /* A block of at least n bytes aligned to align (a power of two), or NULL with errno ENOMEM.
  * *zeroed tells whether its bytes are known to be zero. */
@@ -36,6 +47,9 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) HK_INTERNAL;
 /* Frees p: 1 if it was a live large block, 0 if it is no large block at all, -1 if it is the
  * start of a free extent (a double free). */
 int hk_large_free(void *p) HK_INTERNAL;
+/* The arena (1..) that large block p belongs to, or 0 if p is not one (for tests and
+ * reports). */
+unsigned hk_large_arena_of(const void *p) HK_INTERNAL;
 /* Usable size of large block p, or 0 if p is not one. */
 size_t hk_large_usable(const void *p) HK_INTERNAL;
 /* Resizes large block p to n bytes in place or by mremap; NULL (p intact) if it cannot. */

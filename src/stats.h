@@ -18,7 +18,6 @@ struct hk_counters {
     _Atomic size_t remote_free; /* by threads without a heap (the others count in their tally) */
     _Atomic size_t ss_unmapped;
     _Atomic size_t pool_lock, pool_lock_waited; /* pool mutex acquisitions, and those that waited */
-    _Atomic size_t large_lock, large_lock_waited;   /* the same for the large tier's mutex */
     _Atomic size_t threads_started, threads_exited;
     _Atomic size_t os_mremap_bytes;
     _Atomic size_t inbox_helps; /* idle threads' inboxes applied by other threads */

@@ -28,6 +28,7 @@ CASES=(
     "realloc_grow|100 5000 65536 42"
     "large|20 64 4096 4 42"
     "big_zero|3 1 3 42"
+    "large_swap|2 2000 16 1024 4096 42"
     "mixed_churn|2 2 500 256 2048 42"
     "scatter|2 200 200 50 2 8 16000 42"
     "teardown|20000 2 16 128 random 42"

@@ -18,13 +18,16 @@ run() { # run NAME CMD...: counts its PASS/FAIL lines; a crash without them is o
     fi
 }
 
+# test_threads checks that the large tier's arenas keep to themselves: it needs several
+# whatever the CPUs.
+arenas="env HAKMEM_LARGE_ARENAS=4"
 for t in test_size_class test_slab test_api test_random test_threads; do
-    run "$t (release)" build/tests/$t
-    run "$t (debug)" build/tests/${t}_debug
+    run "$t (release)" $arenas build/tests/$t
+    run "$t (debug)" $arenas build/tests/${t}_debug
 done
 run "test_random (release, HAKMEM_ACE=0)" env HAKMEM_ACE=0 build/tests/test_random
 for t in test_api test_random test_threads; do
-    run "$t (hardened)" build/tests/${t}_hardened
+    run "$t (hardened)" $arenas build/tests/${t}_hardened
 done
 # Out of memory: each under its own address-space limit (not under the sanitizers).
 for f in "" _debug _hardened; do
@@ -51,11 +54,11 @@ lifecycle() { # lifecycle FLAVOUR: every mode of test_lifecycle in that build
 lifecycle ""
 lifecycle _debug
 for t in test_size_class test_slab test_api test_threads; do
-    run "$t (ASan+UBSan)" build/tests/${t}_asan
+    run "$t (ASan+UBSan)" $arenas build/tests/${t}_asan
 done
 run "test_random (ASan+UBSan, 10% of the operations)" build/tests/test_random_asan 10
 lifecycle _asan
-run "test_threads (TSan)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_threads_tsan
+run "test_threads (TSan)" $arenas TSAN_OPTIONS=halt_on_error=1 build/tests/test_threads_tsan
 run "test_random (TSan, 10% of the operations)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_random_tsan 10
 run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_api_preload
 run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened/libhakmem.so" \

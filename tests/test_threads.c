@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "hakmem.h"
 #include "heap.h"
+#include "large.h"
 #include "policy.h"
 #include "transfer.h"
 
@@ -875,6 +876,134 @@ static void *spinner(void *arg) {
     return NULL;
 }
 
+/* --- the large tier's arenas ------------------------------------------------------------ */
+/* Run with HAKMEM_LARGE_ARENAS of 2 or more. A thread takes large blocks from its own arena
+ * first, a block goes back to the arena that made it whichever thread frees it, and an arena
+ * whose free memory fits no request takes a free extent that does from another arena before
+ * mapping more. */
+#define BIG ((size_t)3 << 20)
+#define HUGE_BLOCK ((size_t)96 << 20) /* longer than anything free in the main thread's arena */
+static void *big_mine, *big_again, *big_huge;
+static unsigned big_main_arena, big_arena, big_again_arena;
+static pthread_barrier_t big_bar;
+
+static void *big_worker(void *arg) {
+    (void)arg;
+    big_mine = hak_malloc(BIG);
+    big_arena = hk_large_arena_of(big_mine);
+    if (big_arena != big_main_arena) {
+        memset(big_mine, 2, BIG);
+        big_huge = hak_malloc(HUGE_BLOCK);
+        hak_free(big_huge); /* free in this arena only */
+    }
+    pthread_barrier_wait(&big_bar); /* main looks at the arena */
+    if (big_arena == big_main_arena) { /* the same arena as main's: let another thread try */
+        hak_free(big_mine);
+        return NULL;
+    }
+    pthread_barrier_wait(&big_bar); /* main frees big_mine, then takes blocks */
+    pthread_barrier_wait(&big_bar);
+    big_again = hak_malloc(BIG);
+    big_again_arena = hk_large_arena_of(big_again);
+    hak_free(big_again);
+    return NULL;
+}
+
+TEST(large_blocks_go_back_to_their_arena) {
+    struct hak_stats a = stats();
+    CHECKF(a.large_arenas >= 2, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=2 or more",
+           a.large_arenas);
+    void *m = hak_malloc(BIG);
+    memset(m, 1, BIG);
+    big_main_arena = hk_large_arena_of(m);
+    CHECK(big_main_arena != 0);
+    pthread_barrier_init(&big_bar, NULL, 2);
+    pthread_t t;
+    big_arena = big_main_arena;
+    for (unsigned i = 0; i < a.large_arenas && big_arena == big_main_arena; i++) {
+        pthread_create(&t, NULL, big_worker, NULL);
+        pthread_barrier_wait(&big_bar);
+        if (big_arena == big_main_arena) pthread_join(t, NULL);
+    }
+    CHECKF(big_arena != big_main_arena, "every thread got the main thread's arena %u",
+           big_main_arena);
+    if (big_arena == big_main_arena) return;
+    pthread_barrier_wait(&big_bar);
+    hak_free(m);
+    hak_free(big_mine); /* from this thread: back to the worker's arena */
+    CHECKF(hk_large_arena_of(big_mine) == 0, "a freed block is still live");
+    /* This thread's own free block serves it, not the worker's. */
+    void *mine = hak_malloc(BIG);
+    CHECKF(hk_large_arena_of(mine) == big_main_arena && mine != big_mine,
+           "got %p of arena %u, the main thread's arena is %u", mine,
+           hk_large_arena_of(mine), big_main_arena);
+    /* Nothing free here fits this one: the worker's free extent moves to this arena and
+     * serves it. */
+    size_t steals = stats().large_steals;
+    void *huge = hak_malloc(HUGE_BLOCK);
+    CHECKF(huge == big_huge && hk_large_arena_of(huge) == big_main_arena,
+           "got %p of arena %u, not %p (the worker's free memory) of this thread's arena %u",
+           huge, hk_large_arena_of(huge), big_huge, big_main_arena);
+    CHECKF(stats().large_steals == steals + 1, "%zu extents moved, %zu before",
+           stats().large_steals, steals);
+    hak_free(huge);
+    hak_free(mine);
+    pthread_barrier_wait(&big_bar);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&big_bar);
+    CHECKF(big_again_arena == big_arena, "the worker got a block of arena %u, not of its own %u",
+           big_again_arena, big_arena);
+    struct hak_stats b = stats();
+    CHECKF(b.large_now == a.large_now, "%zu large blocks live, %zu before", b.large_now,
+           a.large_now);
+}
+
+/* Threads swap large blocks through shared slots, each freeing what others made: every block
+ * keeps its contents and goes back (under TSan: the arenas and the page map race-free). */
+#define BIG_SLOTS 8
+#define BIG_STEPS 150
+static _Atomic(unsigned char *) big_slots[BIG_SLOTS];
+
+static void *big_swapper(void *arg) {
+    uint64_t x = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = 0; i < BIG_STEPS; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t n = ((size_t)1 << 20) + 4096 + (size_t)(x % (3u << 20));
+        unsigned char *p = hak_malloc(n);
+        if (!p) return (void *)1;
+        unsigned char tag = (unsigned char)(x >> 32);
+        memcpy(p, &n, sizeof n);
+        p[sizeof n] = tag;
+        p[n - 1] = tag;
+        p = atomic_exchange(&big_slots[(x >> 40) % BIG_SLOTS], p);
+        if (p) {
+            size_t m;
+            memcpy(&m, p, sizeof m);
+            if (p[m - 1] != p[sizeof m]) return (void *)1;
+            hak_free(p);
+        }
+    }
+    return NULL;
+}
+
+TEST(large_blocks_swapped_between_threads_lose_nothing) {
+    struct hak_stats a = stats();
+    pthread_t t[4];
+    for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, big_swapper, (void *)(i + 1));
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad += r != NULL;
+    }
+    CHECKF(bad == 0, "%d threads found a block damaged or got none", bad);
+    for (int i = 0; i < BIG_SLOTS; i++) hak_free(atomic_exchange(&big_slots[i], NULL));
+    struct hak_stats b = stats();
+    CHECKF(b.large_now == a.large_now, "%zu large blocks live, %zu before", b.large_now,
+           a.large_now);
+}
+
+
 TEST(fork_while_other_thread_allocates) {
     pthread_t t;
     pthread_create(&t, NULL, spinner, NULL);
@@ -915,6 +1044,8 @@ int main(void) {
     RUN(thread_churn_keeps_memory_flat);
     RUN(producer_consumer_every_free_remote);
     RUN(a_producer_takes_back_the_spans_its_consumer_emptied);
+    RUN(large_blocks_go_back_to_their_arena);
+    RUN(large_blocks_swapped_between_threads_lose_nothing);
     RUN(fork_while_other_thread_allocates);
     /* Last: the pages its owner's emptied spans give back, wanted again by the tests after it,
      * lengthen ACE's purge delay, which classes_used_briefly_give_their_slabs_back waits for. */
