@@ -29,9 +29,11 @@ struct hk_ext {
     size_t dirty;                 /* free: bytes that may be resident (an estimate) */
     uintptr_t dlo, dhi;           /* free: every page that may be resident lies in [dlo, dhi)
                                    * (empty when dirty is 0) */
-    uint64_t idle_since;          /* free: since when (0: fresh from the OS) */
+    uint64_t idle_since;          /* free: since when (mapped, freed or released) */
     uint8_t state;                /* HK_EXT_* */
     uint8_t zero;                 /* free: every byte known to be zero */
+    uint8_t purged;               /* free: some of it was released by the tier (its pages
+                                   * faulted in again soon are refaults, see ACE) */
     uint8_t bin;
     struct hk_ext *snext, *enext; /* hash chains: by start (all), by end (free ones) */
     struct hk_ext *next, *prev;   /* bin list of a free extent; the spare list */
@@ -294,6 +296,7 @@ static void hk_free_merge_insert(struct hk_arena *a, struct hk_ext *e) {
         e->len += l->len;
         hk_dirt_add(e, l);
         e->zero &= l->zero;
+        e->purged |= l->purged;
         if (l->idle_since > e->idle_since) e->idle_since = l->idle_since;
         hk_ext_give(a, l);
     }
@@ -303,6 +306,7 @@ static void hk_free_merge_insert(struct hk_arena *a, struct hk_ext *e) {
         e->len += r->len;
         hk_dirt_add(e, r);
         e->zero &= r->zero;
+        e->purged |= r->purged;
         if (r->idle_since > e->idle_since) e->idle_since = r->idle_since;
         hk_ext_give(a, r);
     }
@@ -315,31 +319,43 @@ static inline int hk_fits(const struct hk_ext *e, size_t len, size_t align) {
 }
 
 /* The shortest extent of bin b that can hold len bytes at alignment align (of the first
- * HK_FIT_TRIES; the dirtier of two as long), or NULL. */
+ * HK_FIT_TRIES; the dirtier of two as long), or NULL; with resident, only one of whose pages
+ * at least half the block's worth may be resident. */
 #define HK_FIT_TRIES 32
-static struct hk_ext *hk_best_in(struct hk_arena *a, unsigned b, size_t len, size_t align) {
+static struct hk_ext *hk_best_in(struct hk_arena *a, unsigned b, size_t len, size_t align,
+                                 int resident) {
     struct hk_ext *best = NULL;
     int tries = HK_FIT_TRIES;
     for (struct hk_ext *e = a->bins[b]; e && tries--; e = e->next)
-        if (hk_fits(e, len, align) &&
+        if (hk_fits(e, len, align) && (!resident || e->dirty >= len / 2) &&
             (!best || e->len < best->len || (e->len == best->len && e->dirty > best->dirty)))
             best = e;
     return best;
 }
 
-/* A free extent that can hold len bytes at alignment align, or NULL: best fit, the shortest
- * of the lowest bin that has one. */
+/* A free extent that can hold len bytes at alignment align, or NULL. Resident memory first:
+ * the shortest extent up to about four times the block's length that may hold half the
+ * block's worth of resident pages, where the block is cut over them (hk_place). Else best
+ * fit: the shortest of the lowest bin that has one. Best fit alone cut blocks from untouched
+ * memory (the rest of a new mapping) as soon as that was the shorter fit, faulting in fresh
+ * pages while freed resident ones sat idle. */
+#define HK_FIT_REACH 8 /* bins looked at for resident memory: two doublings */
 static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align) {
     unsigned b = hk_bin(len);
-    struct hk_ext *e = hk_best_in(a, b, len, align);
-    if (e) return e;
+    struct hk_ext *e;
+    if (hk_get(&a->free_dirty) >= len / 2)
+        for (unsigned bb = b; bb < b + HK_FIT_REACH && bb < HK_NBINS; bb++)
+            if ((a->binmap[bb / 64] >> (bb % 64) & 1) &&
+                (e = hk_best_in(a, bb, len, align, 1)) != NULL)
+                return e;
+    if ((e = hk_best_in(a, b, len, align, 0)) != NULL) return e;
     for (unsigned w = (b + 1) / 64; w < (HK_NBINS + 63) / 64; w++) {
         uint64_t m = a->binmap[w];
         if (w == (b + 1) / 64) m &= ~(uint64_t)0 << ((b + 1) % 64);
         while (m) {
             unsigned bb = w * 64 + (unsigned)__builtin_ctzll(m);
             m &= m - 1;
-            if ((e = hk_best_in(a, bb, len, align)) != NULL) return e;
+            if ((e = hk_best_in(a, bb, len, align, 0)) != NULL) return e;
         }
     }
     return NULL;
@@ -360,6 +376,7 @@ static void hk_piece(struct hk_arena *a, const struct hk_ext *e, uintptr_t addr,
     hk_dirt_set(x, dirty, e->dlo, e->dhi);
     x->zero = e->zero;
     x->idle_since = e->idle_since;
+    x->purged = e->purged;
     hk_free_insert(a, x);
 }
 
@@ -412,6 +429,7 @@ static void hk_free_block(struct hk_arena *a, struct hk_ext *e, uint64_t now) {
     hk_dirt_set(e, e->len, e->addr, e->addr + e->len);
     hk_drawdown_give(&a->drawn, e->len);
     e->zero = 0;
+    e->purged = 0;
     e->idle_since = now;
     hk_free_merge_insert(a, e);
 }
@@ -595,11 +613,12 @@ static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t al
                      uint64_t now, int *zeroed) {
     *zeroed = e->zero;
     uint64_t idle = e->idle_since;
+    int purged = e->purged;
     size_t fresh;
     e = hk_carve(a, e, len, align, &fresh);
     hk_drawdown_take(&a->drawn, len - fresh);
     /* Released not long ago and wanted again: ACE lengthens the delay. */
-    if (hit && fresh && idle && now - idle < 2 * hk_pol_purge_delay()) {
+    if (hit && fresh && purged && now - idle < 2 * hk_pol_purge_delay()) {
         a->refault_bytes += fresh;
         hk_drawdown_take(&a->drawn, fresh); /* taken back, though released (pool.c) */
     }
@@ -694,6 +713,10 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
             map = need;
             m = hk_os_map(map);
         }
+        /* The page map's leaves for the whole mapping now, outside the lock: blocks cut
+         * from it later make no system call for their entries. */
+        if (m && !hk_pagemap_cover((uintptr_t)m, map))
+            atomic_store_explicit(&hk_pm_failed, 1, memory_order_relaxed);
         size_t moved = m && g.n ? hk_gather_move(&g, (uintptr_t)m) : 0;
         hk_lock(&a->lock);
         hk_gather_done(a, &g, now);
@@ -719,6 +742,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
                 t->addr = (uintptr_t)m + len;
                 t->len = map - len;
                 t->zero = 1;
+                t->idle_since = now; /* untouched: kept for the unmap delay, as any */
                 hk_free_merge_insert(a, t);
             }
             e = hk_ext_take(a);
@@ -733,6 +757,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         e->addr = (uintptr_t)m;
         e->len = map;
         e->zero = 1;
+        e->idle_since = now;
         hk_free_merge_insert(a, e);
         if (!hk_fits(e, len, align)) e = hk_find_fit(a, len, align);
         HK_ASSERT(e != NULL);
@@ -915,9 +940,11 @@ static size_t hk_arena_decay(struct hk_arena *a, uint64_t now, int force) {
                 e->dirty = 0;
                 e->dlo = e->dhi = 0;
                 e->zero = 1;
+                e->purged = 1;
                 e->idle_since = now; /* when its pages went: refault detection, unmap delay */
             } else {
                 hk_dirt_set(e, e->dirty - gone, e->dlo, lo[i]); /* still idle since then */
+                e->purged = 1;
             }
             hk_free_merge_insert(a, e);
         }

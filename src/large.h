@@ -3,7 +3,8 @@
  * It is a page heap. Memory comes from the OS in mappings of at least 4 MiB and an eighth of
  * what the tier has mapped (it grows geometrically, as a heap does) and is handed out in
  * page-granular extents; a freed extent stays mapped, merges with its free neighbours and
- * serves later requests of any size that fits (best fit), split as needed. So a program that frees
+ * serves later requests of any size that fits (resident memory first, else best fit), split
+ * as needed. So a program that frees
  * and allocates big blocks in a loop makes no system call and takes no page fault once warm.
  * Each free extent knows
  *   - whether it is all zero (fresh from the OS, or released): exact, so calloc clears only
@@ -16,8 +17,8 @@
  * span, so it reuses resident pages rather than faulting in fresh ones beside them. Dirty
  * extents idle for the purge delay have their pages released (madvise, the span only); while
  * the dirty bytes exceed the policy's large budget, the oldest have the top of their span
- * released, as much as is over; an extent with none left, idle for the unmap delay, is
- * unmapped. A request that no free extent fits gets a new mapping, into which the resident
+ * released, as much as is over; an extent with none left, idle for the unmap delay (the
+ * untouched rest of a mapping: since it was mapped), is unmapped. A request that no free extent fits gets a new mapping, into which the resident
  * spans of free extents are moved first (mremap: page tables move, nothing is copied), so
  * free memory split between live blocks serves it without fresh pages and the footprint
  * follows the live size. Live blocks are found by address in a hash table, so

@@ -31,6 +31,10 @@ static inline unsigned hk_pagemap_get(uintptr_t a) {
     return __atomic_load_n(&leaf[(a >> 12) & (HK_PM_LEAF - 1)], __ATOMIC_RELAXED);
 }
 
+/* Maps the leaves for [a, a+len) that are not mapped yet, so that blocks made there later need
+ * no system call for their entries (a new mapping of the large tier); 0 if one could not be. */
+int hk_pagemap_cover(uintptr_t a, size_t len) HK_INTERNAL;
+
 /* Sets the entry of the page at a to v (nonzero); 0 if its leaf could not be mapped or a lies
  * beyond the map. */
 int hk_pagemap_set(uintptr_t a, unsigned v) HK_INTERNAL;
