@@ -64,12 +64,12 @@ struct hk_arena {
     _Atomic size_t free_total; /* written under the lock; other arenas read them (hk_get) */
     _Atomic size_t free_dirty;
     /* Counters (under the lock). */
-    size_t live_n, live_bytes, mapped_bytes;
+    size_t live_n, live_bytes;
+    _Atomic size_t mapped_bytes; /* likewise (hk_large_decay sums them) */
     _Atomic size_t live_peak;  /* likewise */
     uint64_t hits, misses, refault_bytes, purged_bytes;
     uint64_t in_place, mremaps, gathers, gathered_bytes, steals;
     struct hk_drawdown drawn;  /* of the dirty free bytes (drawdown.h) */
-    size_t moved_pieces;       /* pieces gathered while the arena has had memory mapped */
     /* Start addresses of the blocks freed last: a freed block merges with free neighbours
      * and its start may no longer begin an extent, yet a second free of it is still a
      * double free. */
@@ -77,8 +77,12 @@ struct hk_arena {
     unsigned recent_next;
 } __attribute__((aligned(64)));
 
-static struct hk_arena hk_arenas[HK_ARENAS_MAX] = {[0 ... HK_ARENAS_MAX - 1] = {.lock = HK_LOCK_INIT}};
+static struct hk_arena hk_arenas[HK_ARENAS_MAX] = {
+    [0 ... HK_ARENAS_MAX - 1] = {.lock = HK_LOCK_INIT}};
 static _Atomic int hk_pm_failed; /* a page map entry could not be written (no memory) */
+/* Pieces gathered while the tier has had memory mapped, in all arenas together: a free extent
+ * that moves between arenas takes its pieces along, so no arena can count its own. */
+static _Atomic size_t hk_moved_pieces;
 
 /* A count written only under its arena's lock and read by anyone (no read-modify-write). */
 static inline size_t hk_get(_Atomic size_t *x) {
@@ -369,7 +373,8 @@ static size_t hk_dirt_in(const struct hk_ext *e, uintptr_t a, uintptr_t b) {
 }
 
 /* A free piece [addr, addr+len) of e holding dirty bytes of e's dirt. */
-static void hk_piece(struct hk_arena *a, const struct hk_ext *e, uintptr_t addr, size_t len, size_t dirty) {
+static void hk_piece(struct hk_arena *a, const struct hk_ext *e, uintptr_t addr, size_t len,
+                     size_t dirty) {
     struct hk_ext *x = hk_ext_take(a);
     x->addr = addr;
     x->len = len;
@@ -408,7 +413,8 @@ static uintptr_t hk_place(const struct hk_ext *e, size_t len, size_t align) {
 /* Cuts a live block of len bytes at alignment align out of free extent e (hk_place); the
  * pieces before and after stay free. Two records must be reserved. Returns the block; *fresh
  * is the bytes of it that were not dirty (pages that may now be faulted in). */
-static struct hk_ext *hk_carve(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, size_t *fresh) {
+static struct hk_ext *hk_carve(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align,
+                               size_t *fresh) {
     uintptr_t p = hk_place(e, len, align);
     uintptr_t end = e->addr + e->len;
     hk_free_remove(a, e);
@@ -446,8 +452,8 @@ static void hk_free_block(struct hk_arena *a, struct hk_ext *e, uint64_t now) {
  * is a mapping of its own to the kernel, which does not merge it with its neighbours, and
  * their count only grows while the tier keeps memory mapped (bench/large: 1,183 mappings
  * after 200,000 blocks, against 45 without gathering); gathering stops after HK_GATHER_CAP
- * pieces in all arenas together (each its share), far below the kernel's limit of 65,530
- * mappings, until the arena has nothing mapped. */
+ * pieces in all arenas together, far below the kernel's limit of 65,530 mappings, until the
+ * tier has nothing mapped. */
 #define HK_GATHER_MIN ((size_t)256 << 10)
 #define HK_GATHER_PIECES 8
 #define HK_GATHER_CAP 8192
@@ -509,8 +515,8 @@ static void hk_gather_done(struct hk_arena *a, struct hk_gather *g, uint64_t now
     for (unsigned i = 0; i < g->n; i++) {
         struct hk_ext *e = g->piece[i];
         if (g->dirty[i] == SIZE_MAX) {
-            a->moved_pieces++;
-            a->mapped_bytes -= e->len;
+            atomic_fetch_add_explicit(&hk_moved_pieces, 1, memory_order_relaxed);
+            hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) - e->len);
             hk_ext_give(a, e);
         } else {
             hk_dirt_set(e, g->dirty[i], e->addr, e->addr + e->len);
@@ -578,8 +584,8 @@ static size_t hk_arena_decay(struct hk_arena *a, uint64_t now, int force);
 
 /* --- the API -------------------------------------------------------------------------------- */
 
-/* The sum over the arenas of the count at offset off in each (free_dirty, live_peak): read
- * without their locks, so only as exact as a moment allows. */
+/* The sum over the arenas of the count at offset off in each (free_dirty, live_peak,
+ * mapped_bytes): read without their locks, so only as exact as a moment allows. */
 static size_t hk_sum(size_t off) {
     size_t s = 0;
     for (unsigned k = 0; k < hk_narenas; k++)
@@ -641,7 +647,7 @@ static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
         struct hk_ext *e = hk_find_fit(b, len, align);
         if (e) {
             hk_free_remove(b, e);
-            b->mapped_bytes -= e->len;
+            hk_set(&b->mapped_bytes, hk_get(&b->mapped_bytes) - e->len);
         }
         hk_unlock(&b->lock);
         if (e) {
@@ -673,7 +679,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         hk_lock(&a->lock);
         if (x) {
             /* Its tables were reserved above: the insertion needs no record. */
-            a->mapped_bytes += x->len;
+            hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) + x->len);
             a->steals++;
             hk_drawdown_give(&a->drawn, x->dirty); /* taking it back below is demand here */
             hk_free_merge_insert(a, x); /* x may grow by its neighbours, and stays x */
@@ -692,7 +698,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
          * resident. */
         struct hk_gather g = {.n = 0};
         if (align == HK_PAGE_SIZE && hk_get(&a->free_dirty) >= HK_GATHER_MIN &&
-            a->moved_pieces < HK_GATHER_CAP / hk_narenas)
+            atomic_load_explicit(&hk_moved_pieces, memory_order_relaxed) < HK_GATHER_CAP)
             hk_gather_take(a, &g, len);
         a->misses++;
         /* The tier grows geometrically, as a heap does. Mappings of one block each leave
@@ -701,7 +707,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
          * and misses again. An eighth of the footprint, untouched until carved, costs address
          * space only, and later misses are carved from it. large_many (1,024 live blocks of
          * 1..4 MiB): 1,519 misses in 20,000 requests with 4 MiB mappings, 106 with this. */
-        size_t grow = hk_align_up(a->mapped_bytes / HK_LARGE_GROWTH, HK_PAGE_SIZE);
+        size_t grow = hk_align_up(hk_get(&a->mapped_bytes) / HK_LARGE_GROWTH, HK_PAGE_SIZE);
         hk_unlock(&a->lock);
         size_t need = len + (align > HK_PAGE_SIZE ? align : 0);
         if (need < len) need = len;
@@ -727,7 +733,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
             errno = ENOMEM;
             return NULL;
         }
-        a->mapped_bytes += map;
+        hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) + map);
         if (moved) {
             /* The block starts the mapping, which begins with the moved resident pages; the
              * rest of a mapping longer than the block is free. */
@@ -867,7 +873,7 @@ void *hk_large_realloc(void *p, size_t n) {
     hk_tab_insert(&a->by_start, e, 0);
     hk_arena_mark(a, e->addr);
     hk_live_grew(a, len - old);
-    a->mapped_bytes += len - old;
+    hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) + len - old);
     a->mremaps++;
     if (HK_TRACING(HK_T_LARGE))
         hk_trace(HK_T_LARGE, "realloc by mremap", "bytes", len, NULL, 0, NULL, 0);
@@ -924,10 +930,12 @@ static size_t hk_arena_decay(struct hk_arena *a, uint64_t now, int force) {
             hk_os_release((void *)lo[i], hi[i] - lo[i]);
         hk_lock(&a->lock);
         for (unsigned i = 0; i < nu; i++) {
-            a->mapped_bytes -= unmap[i]->len;
+            hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) - unmap[i]->len);
             hk_ext_give(a, unmap[i]);
         }
-        if (a->mapped_bytes == 0) a->moved_pieces = 0; /* every moved piece is unmapped */
+        /* Every moved piece is unmapped once no arena has anything mapped. */
+        if (hk_sum(offsetof(struct hk_arena, mapped_bytes)) == 0)
+            atomic_store_explicit(&hk_moved_pieces, 0, memory_order_relaxed);
         for (unsigned i = 0; i < np; i++) {
             e = purge[i];
             size_t gone = lo[i] == e->dlo ? e->dirty : hk_dirt_in(e, lo[i], hi[i]);
@@ -993,7 +1001,7 @@ void hk_large_stats(struct hak_stats *out) {
         out->large_gathers += a->gathers;
         out->large_gathered_bytes += a->gathered_bytes;
         out->large_steals += a->steals;
-        out->mapped_bytes_now += a->mapped_bytes;
+        out->mapped_bytes_now += hk_get(&a->mapped_bytes);
         hk_unlock(&a->lock);
         hk_lock_add(&a->lock, &out->large_lock, &out->large_lock_waited);
     }
