@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "decay.h"
+#include "exit_key.h"
 #include "guard.h"
 #include "init.h"
 #include "large.h"
@@ -162,28 +163,15 @@ size_t hk_heap_table_size(void) { return (hk_tls.omask >> 5) + 1; }
 
 static void hk_heap_teardown(struct hk_heap *h);
 
-static pthread_key_t hk_exit_key;
-static _Atomic int hk_key_state; /* 0 not made, 1 being made, 2 made, 3 none to be had */
+static struct hk_exit_key hk_exit_key;
 
 static void hk_thread_exit(void *heap) { hk_heap_teardown(heap); }
 
-/* glibc runs key destructors for every thread but the main one, and again if a destructor
- * leaves a value set: a heap rebuilt by a later destructor's malloc is torn down too. Without
- * a key (all PTHREAD_KEYS_MAX taken) hakmem still works, but the heaps of exiting threads are
- * not handed over: their slabs stay with them. */
+/* A heap rebuilt by a later destructor's malloc is torn down too (exit_key.h). Without a key
+ * hakmem still works, but the heaps of exiting threads are not handed over: their slabs stay
+ * with them. */
 static void hk_heap_watch_exit(struct hk_heap *h) {
-    int st = atomic_load_explicit(&hk_key_state, memory_order_acquire);
-    if (st < 2) {
-        int expect = 0;
-        if (atomic_compare_exchange_strong(&hk_key_state, &expect, 1)) {
-            st = pthread_key_create(&hk_exit_key, hk_thread_exit) == 0 ? 2 : 3;
-            atomic_store_explicit(&hk_key_state, st, memory_order_release);
-        } else {
-            while ((st = atomic_load_explicit(&hk_key_state, memory_order_acquire)) == 1)
-                sched_yield();
-        }
-    }
-    h->hooked = st == 2 && pthread_setspecific(hk_exit_key, h) == 0;
+    h->hooked = (uint8_t)hk_exit_key_arm(&hk_exit_key, hk_thread_exit, h);
 }
 
 /* --- idle owners ---------------------------------------------------------------------------- */

@@ -46,6 +46,7 @@ static void hk_fork_parent(void) {
 static void hk_fork_child(void) {
     hk_fork_parent();
     hk_decay_forked_child();
+    hk_large_forked_child();
 }
 
 int hk_init(void) {

@@ -2,12 +2,14 @@
 #include "large.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 
 #include "../include/hakmem.h"
 #include "clock.h"
 #include "drawdown.h"
+#include "exit_key.h"
 #include "lock.h"
 #include "os.h"
 #include "pagemap.h"
@@ -529,8 +531,10 @@ static void hk_gather_done(struct hk_arena *a, struct hk_gather *g, uint64_t now
 /* --- arenas: which one a thread takes from, which one a block belongs to ------------------- */
 
 static unsigned hk_narenas = 1;        /* set once by hk_large_init */
-static _Atomic unsigned hk_arena_next; /* threads take arenas in turn */
 static HK_TLS uint8_t hk_arena_tls;    /* this thread's arena + 1; 0 before its first block */
+/* Threads bound to each arena (hk_arena_mine), until they exit (hk_arena_unbind). */
+static _Atomic unsigned hk_arena_threads[HK_ARENAS_MAX];
+static struct hk_exit_key hk_arena_key; /* unbinds a thread as it exits */
 
 void hk_large_init(unsigned n) {
     if (n == 0) {
@@ -541,13 +545,41 @@ void hk_large_init(unsigned n) {
     hk_narenas = n < 1 ? 1 : n > HK_ARENAS_MAX ? HK_ARENAS_MAX : n;
 }
 
-/* The calling thread's arena: threads are spread over the arenas in the order they first ask
- * for a large block, so a single-threaded program has one page heap, as before arenas. */
+/* A thread's key destructor: its arena has one thread fewer. A later destructor's large
+ * request binds the thread again, and sets the key again, so glibc runs this once more. */
+static void hk_arena_unbind(void *arg) {
+    (void)arg;
+    unsigned i = hk_arena_tls;
+    if (i == 0) return;
+    hk_arena_tls = 0;
+    atomic_fetch_sub_explicit(&hk_arena_threads[i - 1], 1, memory_order_relaxed);
+}
+
+/* The calling thread's arena: at its first large request, the arena with the fewest threads
+ * bound to it (the first of those), where it stays until it exits. Threads that run together
+ * spread over the arenas; a thread that starts after another ended takes the arena that one
+ * left, so a program whose threads come and go one after another keeps one page heap. Taken
+ * in turn instead, each new thread of such a program took the other arena, and freed into
+ * the one it did not allocate from: the freed memory had to move back before it was used
+ * again, and the dirty budget released it meanwhile (1,024 live blocks of 1..4 MiB, a thread
+ * at a time: 4.2 M page faults against 0.9 M with one arena). A thread whose exit cannot be
+ * watched (no key to be had) stays counted: later threads avoid its arena, no more. */
 static struct hk_arena *hk_arena_mine(void) {
     unsigned i = hk_arena_tls;
     if (HK_UNLIKELY(i == 0)) {
-        i = atomic_fetch_add_explicit(&hk_arena_next, 1, memory_order_relaxed) % hk_narenas + 1;
-        hk_arena_tls = (uint8_t)i;
+        unsigned best = 0, least = UINT_MAX;
+        for (unsigned k = 0; k < hk_narenas; k++) {
+            unsigned t = atomic_load_explicit(&hk_arena_threads[k], memory_order_relaxed);
+            if (t < least) least = t, best = k;
+        }
+        i = best + 1;
+        if (hk_narenas > 1) {
+            atomic_fetch_add_explicit(&hk_arena_threads[best], 1, memory_order_relaxed);
+            hk_arena_tls = (uint8_t)i;
+            hk_exit_key_arm(&hk_arena_key, hk_arena_unbind, &hk_arena_key);
+        } else {
+            hk_arena_tls = (uint8_t)i;
+        }
     }
     return &hk_arenas[i - 1];
 }
@@ -1012,4 +1044,11 @@ void hk_large_lock_all(void) {
 }
 void hk_large_unlock_all(void) {
     for (unsigned k = 0; k < hk_narenas; k++) pthread_mutex_unlock(&hk_arenas[k].lock.m);
+}
+
+void hk_large_forked_child(void) {
+    for (unsigned k = 0; k < HK_ARENAS_MAX; k++)
+        atomic_store_explicit(&hk_arena_threads[k], 0, memory_order_relaxed);
+    if (hk_arena_tls) atomic_store_explicit(&hk_arena_threads[hk_arena_tls - 1], 1,
+                                            memory_order_relaxed);
 }

@@ -28,7 +28,9 @@
  *
  * The tier is split into arenas, each such a page heap under a lock of its own (system calls
  * run outside it), so threads that allocate big blocks at once do not queue on one mutex.
- * Threads are spread over the arenas in the order they first ask for a block; a block goes
+ * A thread takes the arena with the fewest threads at its first request and leaves it when
+ * it exits, so threads that run together spread out and threads that follow each other
+ * share one heap; a block goes
  * back to the arena that made it, found from its address in the page map (pagemap.h). An
  * arena whose free memory fits no request takes a free extent that does from another arena
  * before it maps more, so memory moves to where it is asked for and none is stranded. One
@@ -73,5 +75,7 @@ struct hak_stats;
 void hk_large_stats(struct hak_stats *out) HK_INTERNAL;
 void hk_large_lock_all(void) HK_INTERNAL;
 void hk_large_unlock_all(void) HK_INTERNAL;
+/* In the child of fork, where only the forking thread lives: only it is bound to an arena. */
+void hk_large_forked_child(void) HK_INTERNAL;
 
 #endif

@@ -958,6 +958,45 @@ TEST(large_blocks_go_back_to_their_arena) {
            a.large_now);
 }
 
+/* Threads that run together take different arenas; a thread started after another ended
+ * takes the arena that one left, so threads that come and go one at a time keep one heap. */
+static pthread_barrier_t arena_bar;
+static int arena_bar_on;
+static void *arena_probe(void *arg) {
+    void *p = hak_malloc(BIG);
+    *(unsigned *)arg = hk_large_arena_of(p);
+    hak_free(p);
+    if (arena_bar_on) pthread_barrier_wait(&arena_bar); /* both bound before either exits */
+    return NULL;
+}
+
+TEST(threads_one_after_another_share_an_arena) {
+    struct hak_stats a = stats();
+    CHECKF(a.large_arenas >= 3, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=3 or more",
+           a.large_arenas);
+    void *m = hak_malloc(BIG); /* the main thread bound to an arena */
+    unsigned main_arena = hk_large_arena_of(m), seq[4], two[2];
+    pthread_t t[2];
+    arena_bar_on = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_create(&t[0], NULL, arena_probe, &seq[i]);
+        pthread_join(t[0], NULL);
+    }
+    for (int i = 1; i < 4; i++)
+        CHECKF(seq[i] == seq[0], "thread %d took arena %u, the one before it (gone) %u", i,
+               seq[i], seq[0]);
+    CHECKF(seq[0] != main_arena, "a new thread took the main thread's arena %u", main_arena);
+    arena_bar_on = 1;
+    pthread_barrier_init(&arena_bar, NULL, 2);
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, arena_probe, &two[i]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&arena_bar);
+    CHECKF(two[0] != two[1] && two[0] != main_arena && two[1] != main_arena,
+           "threads running together took arenas %u and %u (main's %u)", two[0], two[1],
+           main_arena);
+    hak_free(m);
+}
+
 /* Threads swap large blocks through shared slots, each freeing what others made: every block
  * keeps its contents and goes back (under TSan: the arenas and the page map race-free). */
 #define BIG_SLOTS 8
@@ -1046,6 +1085,7 @@ int main(void) {
     RUN(a_producer_takes_back_the_spans_its_consumer_emptied);
     RUN(large_blocks_go_back_to_their_arena);
     RUN(large_blocks_swapped_between_threads_lose_nothing);
+    RUN(threads_one_after_another_share_an_arena);
     RUN(fork_while_other_thread_allocates);
     /* Last: the pages its owner's emptied spans give back, wanted again by the tests after it,
      * lengthen ACE's purge delay, which classes_used_briefly_give_their_slabs_back waits for. */
