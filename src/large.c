@@ -20,6 +20,7 @@
 #define HK_LARGE_MAP_MIN ((size_t)4 << 20) /* smallest mapping asked of the OS */
 #define HK_LARGE_GROWTH 8 /* a miss maps at least 1/8 of what the tier has mapped (see below) */
 #define HK_LARGE_SHRINK_MIN ((size_t)64 << 10) /* a shrink frees the tail from this much */
+#define HK_HUGE ((size_t)32 << 20) /* a block this long goes back to the OS at free (below) */
 
 enum { HK_EXT_LIVE = 1, HK_EXT_FREE };
 enum { HK_AGE_DIRTY = 0, HK_AGE_CLEAN = 1 }; /* age lists: free extents with / without dirt */
@@ -82,6 +83,9 @@ struct hk_arena {
 static struct hk_arena hk_arenas[HK_ARENAS_MAX] = {
     [0 ... HK_ARENAS_MAX - 1] = {.lock = HK_LOCK_INIT}};
 static _Atomic int hk_pm_failed; /* a page map entry could not be written (no memory) */
+/* When a huge block (HK_HUGE) was last cut from resident free memory, or from memory released
+ * not long before (hk_take): huge blocks are being reused, and a freed one is kept. */
+static _Atomic uint64_t hk_huge_reused;
 /* Pieces gathered while the tier has had memory mapped, in all arenas together: a free extent
  * that moves between arenas takes its pieces along, so no arena can count its own. */
 static _Atomic size_t hk_moved_pieces;
@@ -661,10 +665,13 @@ static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t al
     e = hk_carve(a, e, len, align, &fresh);
     hk_drawdown_take(&a->drawn, len - fresh);
     /* Released not long ago and wanted again: ACE lengthens the delay. */
-    if (hit && fresh && purged && now - idle < 2 * hk_pol_purge_delay()) {
+    int refault = hit && fresh && purged && now - idle < 2 * hk_pol_purge_delay();
+    if (refault) {
         a->refault_bytes += fresh;
         hk_drawdown_take(&a->drawn, fresh); /* taken back, though released (pool.c) */
     }
+    if (len >= HK_HUGE && (refault || len - fresh >= len / 2))
+        atomic_store_explicit(&hk_huge_reused, now, memory_order_relaxed);
     return (void *)e->addr;
 }
 
@@ -828,6 +835,32 @@ int hk_large_free(void *p) {
     hk_tab_remove(&a->by_start, e, 0);
     a->live_n--;
     a->live_bytes -= e->len;
+    if (e->len >= HK_HUGE && now - atomic_load_explicit(&hk_huge_reused, memory_order_relaxed) >=
+                                 2 * hk_pol_purge_delay()) {
+        /* A huge block that nothing suggests will be wanted again soon: its pages go back
+         * now, outside the lock (in no table meanwhile: a second free of p finds it among
+         * the recent ones). glibc gives back every block above 32 MiB at free; kept, a table
+         * that grew and left its old copy free held it until the purge delay, which needs a
+         * malloc slow path to run: python building a dict of 2 million entries, whose old
+         * 40 MiB table waited through the rest of the run, peaked 44 MiB above glibc. Blocks
+         * that are reused (a huge block cut from resident memory, or one released and wanted
+         * again within two purge delays) are kept as any. */
+        size_t len = e->len;
+        hk_unlock(&a->lock);
+        hk_os_release(p, len);
+        hk_lock(&a->lock);
+        a->purged_bytes += e->len;
+        hk_dirt_set(e, 0, 0, 0);
+        e->zero = 1;
+        e->purged = 1;
+        e->idle_since = now;
+        hk_free_merge_insert(a, e);
+        hk_unlock(&a->lock);
+        if (HK_TRACING(HK_T_LARGE))
+            hk_trace(HK_T_LARGE, "release (a huge block, at its free)", "addr@", (uintptr_t)p,
+                     "bytes", len, NULL, 0);
+        return 1;
+    }
     hk_free_block(a, e, now);
     int over = hk_large_over();
     hk_unlock(&a->lock);

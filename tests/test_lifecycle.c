@@ -446,6 +446,33 @@ TEST(large_block_prefers_resident_memory) {
     hak_trim();
 }
 
+/* A huge block (32 MiB or more) freed while no huge block has been reused lately gives its
+ * pages back at its free, as glibc does (a grown table's old copy is rarely wanted again); one
+ * allocated again soon after that (a refault) shows huge blocks are reused, and the next free
+ * keeps its pages. Run with HAKMEM_PURGE_DELAY_MS=200: "lately" is two purge delays. */
+TEST(huge_block_goes_back_at_free_unless_reused) {
+    size_t n = (size_t)40 << 20;
+    usleep(450 * 1000); /* no huge reuse in the last two delays, whatever ran before */
+    unsigned char *p = hak_malloc(n);
+    CHECK(p != NULL);
+    memset(p, 1, n);
+    struct hak_stats a = stats();
+    hak_free(p);
+    struct hak_stats b = stats();
+    CHECKF(resident(p, n) == 0, "%zu pages of the freed block resident", resident(p, n));
+    CHECKF(b.large_purged_bytes - a.large_purged_bytes == n, "released %zu KiB at the free",
+           (b.large_purged_bytes - a.large_purged_bytes) >> 10);
+    unsigned char *q = hak_malloc(n); /* the same memory, wanted again at once */
+    CHECKF(q == p, "the block went %+td KiB from the freed one", (q - p) >> 10);
+    memset(q, 2, n);
+    hak_free(q);
+    struct hak_stats c = stats();
+    CHECKF(c.large_purged_bytes == b.large_purged_bytes, "released %zu KiB at the second free",
+           (c.large_purged_bytes - b.large_purged_bytes) >> 10);
+    CHECKF(resident(q, n) == n / 4096, "%zu of %zu pages resident", resident(q, n), n / 4096);
+    hak_trim();
+}
+
 /* Many large blocks live, replaced at random by blocks of other sizes: free memory comes in
  * pieces between live blocks, and a request longer than every piece maps more. Mapping an
  * eighth of the footprint at such a miss (not one block's worth) leaves room that later misses
@@ -921,6 +948,7 @@ int main(int argc, char **argv) {
         RUN(large_tier_grows_geometrically);
         RUN(large_rest_of_a_mapping_waits_for_the_unmap_delay);
         RUN(large_block_prefers_resident_memory);
+        RUN(huge_block_goes_back_at_free_unless_reused);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);
         RUN(boundaries_of_every_tier);
         RUN(alignment_in_every_tier);
