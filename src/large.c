@@ -877,6 +877,15 @@ unsigned hk_large_arena_of(const void *p) {
     return k;
 }
 
+int hk_large_freed(const void *p) {
+    struct hk_ext *e = NULL;
+    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
+    if (!a) return 0;
+    int freed = e ? e->state == HK_EXT_FREE : hk_recently_freed(a, (uintptr_t)p);
+    hk_unlock(&a->lock);
+    return freed;
+}
+
 size_t hk_large_usable(const void *p) {
     struct hk_ext *e = NULL;
     struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);

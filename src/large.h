@@ -55,6 +55,9 @@ int hk_large_free(void *p) HK_INTERNAL;
 /* The arena (1..) that large block p belongs to, or 0 if p is not one (for tests and
  * reports). */
 unsigned hk_large_arena_of(const void *p) HK_INTERNAL;
+/* Whether p is where a large block was and is no more: the start of a free extent, or a
+ * block freed lately (for reports: a use after free, not a foreign pointer). */
+int hk_large_freed(const void *p) HK_INTERNAL;
 /* Usable size of large block p, or 0 if p is not one. */
 size_t hk_large_usable(const void *p) HK_INTERNAL;
 /* Resizes large block p to n bytes in place or by mremap; NULL (p intact) if it cannot. */

@@ -232,6 +232,9 @@ static int hk_usable(void *p, const char *op, size_t *n) {
         }
     } else if ((*n = hk_large_usable(p)) != 0) {
         return 1;
+    } else if (hk_large_freed(p)) {
+        hk_report(op, p, "use after free (the block is free)");
+        return 0;
     }
     hk_report(op, p, "invalid pointer (not allocated by hakmem)");
     return 0;

@@ -60,6 +60,8 @@ free-uncarved-remote-stashed  @ free:$invalid               @ free:$invalid
 double-free-exited-thread     @ free:$double                @ free:$double
 realloc-freed                 @ realloc:$freed              @ realloc:$freed
 usable-size-freed             @ malloc_usable_size:$freed   @ malloc_usable_size:$freed
+realloc-freed-large           @ realloc:$freed              @ realloc:$freed
+usable-size-freed-large       @ malloc_usable_size:$freed   @ malloc_usable_size:$freed
 overflow-1                    @ -                           @ free:$over
 overflow-1-odd                @ -                           @ free:$over
 overflow-8                    @ -                           @ free:$over

@@ -257,6 +257,16 @@ static void usable_size_freed(void) {
     free(p);
     printf("%zu\n", malloc_usable_size(p));
 }
+static void realloc_freed_large(void) {
+    char *p = fresh(3 << 20);
+    free(p);
+    sink = realloc(p, 128);
+}
+static void usable_size_freed_large(void) {
+    char *p = fresh(40 << 20); /* huge: its pages went back at the free */
+    free(p);
+    printf("%zu\n", malloc_usable_size(p));
+}
 
 /* --- overflows (writes past the end) ------------------------------------------------------------ */
 
@@ -487,6 +497,8 @@ static const struct misuse cases[] = {
     C(double_free_exited_thread, "double-free"),
     C(realloc_freed, "double-free"),
     C(usable_size_freed, "double-free"),
+    C(realloc_freed_large, "double-free"),
+    C(usable_size_freed_large, "double-free"),
     C(overflow_1, "overflow"),
     C(overflow_1_odd, "overflow"),
     C(overflow_8, "overflow"),
