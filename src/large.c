@@ -835,16 +835,21 @@ int hk_large_free(void *p) {
     hk_tab_remove(&a->by_start, e, 0);
     a->live_n--;
     a->live_bytes -= e->len;
-    if (e->len >= HK_HUGE && now - atomic_load_explicit(&hk_huge_reused, memory_order_relaxed) >=
-                                 2 * hk_pol_purge_delay()) {
+    if (e->len >= HK_HUGE && a->live_bytes >= e->len &&
+        now - atomic_load_explicit(&hk_huge_reused, memory_order_relaxed) >=
+            2 * hk_pol_purge_delay()) {
         /* A huge block that nothing suggests will be wanted again soon: its pages go back
          * now, outside the lock (in no table meanwhile: a second free of p finds it among
          * the recent ones). glibc gives back every block above 32 MiB at free; kept, a table
          * that grew and left its old copy free held it until the purge delay, which needs a
          * malloc slow path to run: python building a dict of 2 million entries, whose old
-         * 40 MiB table waited through the rest of the run, peaked 44 MiB above glibc. Blocks
-         * that are reused (a huge block cut from resident memory, or one released and wanted
-         * again within two purge delays) are kept as any. */
+         * 40 MiB table waited through the rest of the run, peaked 44 MiB above glibc. Kept
+         * as any: a block while the arena holds less than it live (one huge block at a time
+         * is reallocated, not replaced: big_zero of 32..96 MiB, whose first frees went back,
+         * mapped a second region beside the released one and ran 0.15 s or 0.57 s by the
+         * timing of ACE's first window, against 0.15 s always), and every block while huge
+         * ones are reused (one cut from resident memory, or released and wanted again, within
+         * two purge delays). */
         size_t len = e->len;
         hk_unlock(&a->lock);
         hk_os_release(p, len);

@@ -17,11 +17,11 @@
  * span, so it reuses resident pages rather than faulting in fresh ones beside them. Dirty
  * extents idle for the purge delay have their pages released (madvise, the span only); while
  * the dirty bytes exceed the policy's large budget, the oldest have the top of their span
- * released, as much as is over; a freed block of HK_HUGE (32 MiB) or more has its pages
- * released at once, unless huge blocks were reused in the last two purge delays; an extent
- * with none left, idle for the unmap delay (the
- * untouched rest of a mapping: since it was mapped), is unmapped. A request that no free extent fits gets a new mapping, into which the resident
- * spans of free extents are moved first (mremap: page tables move, nothing is copied), so
+ * released, as much as is over; a freed block of HK_HUGE (32 MiB) or more, while its arena
+ * holds as much live, has its pages released at once unless huge blocks were reused in the
+ * last two purge delays; an extent with none left, idle for the unmap delay (the untouched
+ * rest of a mapping: since it was mapped), is unmapped. A request that no free extent fits
+ * gets a new mapping, into which the resident spans of free extents are moved first (mremap: page tables move, nothing is copied), so
  * free memory split between live blocks serves it without fresh pages and the footprint
  * follows the live size. Live blocks are found by address in a hash table, so
  * free() and realloc() need no header and a pointer that is not a live block's start is

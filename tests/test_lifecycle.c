@@ -446,16 +446,21 @@ TEST(large_block_prefers_resident_memory) {
     hak_trim();
 }
 
-/* A huge block (32 MiB or more) freed while no huge block has been reused lately gives its
- * pages back at its free, as glibc does (a grown table's old copy is rarely wanted again); one
- * allocated again soon after that (a refault) shows huge blocks are reused, and the next free
- * keeps its pages. Run with HAKMEM_PURGE_DELAY_MS=200: "lately" is two purge delays. */
+/* A huge block (32 MiB or more) freed while its arena holds at least as much live, and no
+ * huge block has been reused lately, gives its pages back at its free, as glibc does: a table
+ * that grew into a copy twice as big rarely wants the old one again. One allocated again soon
+ * after that (a refault) shows huge blocks are reused, and the next free keeps its pages; so
+ * does the free of a block the arena holds less than live beside it (one huge block at a
+ * time, reallocated). Run with HAKMEM_PURGE_DELAY_MS=200: "lately" is two purge delays. */
 TEST(huge_block_goes_back_at_free_unless_reused) {
     size_t n = (size_t)40 << 20;
     usleep(450 * 1000); /* no huge reuse in the last two delays, whatever ran before */
     unsigned char *p = hak_malloc(n);
     CHECK(p != NULL);
     memset(p, 1, n);
+    unsigned char *grown = hak_malloc(2 * n); /* the copy, twice as big */
+    CHECK(grown != NULL);
+    memcpy(grown, p, n);
     struct hak_stats a = stats();
     hak_free(p);
     struct hak_stats b = stats();
@@ -470,6 +475,19 @@ TEST(huge_block_goes_back_at_free_unless_reused) {
     CHECKF(c.large_purged_bytes == b.large_purged_bytes, "released %zu KiB at the second free",
            (c.large_purged_bytes - b.large_purged_bytes) >> 10);
     CHECKF(resident(q, n) == n / 4096, "%zu of %zu pages resident", resident(q, n), n / 4096);
+    hak_free(grown);
+    hak_trim();
+    /* Alone in its arena, a huge block is kept at its free, reuse seen or not. */
+    usleep(450 * 1000);
+    p = hak_malloc(n);
+    CHECK(p != NULL);
+    memset(p, 3, n);
+    a = stats();
+    hak_free(p);
+    b = stats();
+    CHECKF(b.large_purged_bytes == a.large_purged_bytes,
+           "released %zu KiB at the free of a lone block",
+           (b.large_purged_bytes - a.large_purged_bytes) >> 10);
     hak_trim();
 }
 
