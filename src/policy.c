@@ -8,10 +8,10 @@ struct hk_policy hk_pol = {
     .purge_delay_ms = 1000,
     .unmap_delay_ms = 10000,
     .pool_budget = (size_t)32 << 20,
-    .large_budget = (size_t)256 << 20,
+    .large_budget = (size_t)1024 << 20,
     .ss_cache = 16,
     .pool_share = 4,
-    .large_cap = (size_t)256 << 20,
+    .large_cap = (size_t)1024 << 20,
 };
 
 void hk_policy_init(void) {
