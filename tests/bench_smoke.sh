@@ -30,6 +30,7 @@ CASES=(
     "big_zero|3 1 3 42"
     "large_swap|2 2000 16 1024 4096 42"
     "mixed_churn|2 2 500 256 2048 42"
+    "mixed_churn|1 2 300 64 2048 42 0,0,1,1"
     "scatter|2 200 200 50 2 8 16000 42"
     "teardown|20000 2 16 128 random 42"
     "teardown|20000 2 16 128 lifo 42"
