@@ -854,7 +854,7 @@ int hk_large_free(void *p) {
         hk_unlock(&a->lock);
         hk_os_release(p, len);
         hk_lock(&a->lock);
-        a->purged_bytes += e->len;
+        a->purged_bytes += len;
         hk_dirt_set(e, 0, 0, 0);
         e->zero = 1;
         e->purged = 1;
