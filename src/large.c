@@ -441,6 +441,15 @@ static struct hk_ext *hk_carve(struct hk_arena *a, struct hk_ext *e, size_t len,
     return e;
 }
 
+/* Free extent e (in no table) whose pages all went back to the OS at time now: all zero, idle
+ * since then (refault detection, the unmap delay). */
+static void hk_ext_released(struct hk_ext *e, uint64_t now) {
+    hk_dirt_set(e, 0, 0, 0);
+    e->zero = 1;
+    e->purged = 1;
+    e->idle_since = now;
+}
+
 /* A freed block: all of it may hold data. */
 static void hk_free_block(struct hk_arena *a, struct hk_ext *e, uint64_t now) {
     hk_dirt_set(e, e->len, e->addr, e->addr + e->len);
@@ -581,13 +590,10 @@ static struct hk_arena *hk_arena_mine(void) {
             unsigned t = atomic_load_explicit(&hk_arena_threads[k], memory_order_relaxed);
             if (t < least) least = t, best = k;
         }
-        i = best + 1;
-        if (hk_narenas > 1) {
+        hk_arena_tls = (uint8_t)(i = best + 1);
+        if (hk_narenas > 1) { /* one arena: nothing to count */
             atomic_fetch_add_explicit(&hk_arena_threads[best], 1, memory_order_relaxed);
-            hk_arena_tls = (uint8_t)i;
             hk_exit_key_arm(&hk_arena_key, hk_arena_unbind, &hk_arena_key);
-        } else {
-            hk_arena_tls = (uint8_t)i;
         }
     }
     return &hk_arenas[i - 1];
@@ -855,10 +861,7 @@ int hk_large_free(void *p) {
         hk_os_release(p, len);
         hk_lock(&a->lock);
         a->purged_bytes += len;
-        hk_dirt_set(e, 0, 0, 0);
-        e->zero = 1;
-        e->purged = 1;
-        e->idle_since = now;
+        hk_ext_released(e, now);
         hk_free_merge_insert(a, e);
         hk_unlock(&a->lock);
         if (HK_TRACING(HK_T_LARGE))
@@ -873,31 +876,20 @@ int hk_large_free(void *p) {
     return 1;
 }
 
-unsigned hk_large_arena_of(const void *p) {
+int hk_large_lookup(const void *p, size_t *len, unsigned *arena) {
     struct hk_ext *e = NULL;
     struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
     if (!a) return 0;
-    unsigned k = e && e->state == HK_EXT_LIVE ? (unsigned)(a - hk_arenas) + 1 : 0;
+    int st = 0;
+    if (e && e->state == HK_EXT_LIVE) {
+        st = HK_LARGE_LIVE;
+        if (len) *len = e->len;
+        if (arena) *arena = (unsigned)(a - hk_arenas) + 1;
+    } else if (e ? e->state == HK_EXT_FREE : hk_recently_freed(a, (uintptr_t)p)) {
+        st = HK_LARGE_FREED;
+    }
     hk_unlock(&a->lock);
-    return k;
-}
-
-int hk_large_freed(const void *p) {
-    struct hk_ext *e = NULL;
-    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
-    if (!a) return 0;
-    int freed = e ? e->state == HK_EXT_FREE : hk_recently_freed(a, (uintptr_t)p);
-    hk_unlock(&a->lock);
-    return freed;
-}
-
-size_t hk_large_usable(const void *p) {
-    struct hk_ext *e = NULL;
-    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
-    if (!a) return 0;
-    size_t n = e && e->state == HK_EXT_LIVE ? e->len : 0;
-    hk_unlock(&a->lock);
-    return n;
+    return st;
 }
 
 void *hk_large_realloc(void *p, size_t n) {
@@ -1029,11 +1021,7 @@ static size_t hk_arena_decay(struct hk_arena *a, uint64_t now, int force) {
                 hk_trace(HK_T_LARGE, "release (idle free pages)", "addr@", lo[i], "bytes", gone,
                          NULL, 0);
             if (lo[i] == e->dlo) {
-                e->dirty = 0;
-                e->dlo = e->dhi = 0;
-                e->zero = 1;
-                e->purged = 1;
-                e->idle_since = now; /* when its pages went: refault detection, unmap delay */
+                hk_ext_released(e, now);
             } else {
                 hk_dirt_set(e, e->dirty - gone, e->dlo, lo[i]); /* still idle since then */
                 e->purged = 1;
@@ -1101,6 +1089,6 @@ void hk_large_unlock_all(void) {
 void hk_large_forked_child(void) {
     for (unsigned k = 0; k < HK_ARENAS_MAX; k++)
         atomic_store_explicit(&hk_arena_threads[k], 0, memory_order_relaxed);
-    if (hk_arena_tls) atomic_store_explicit(&hk_arena_threads[hk_arena_tls - 1], 1,
-                                            memory_order_relaxed);
+    if (hk_arena_tls)
+        atomic_store_explicit(&hk_arena_threads[hk_arena_tls - 1], 1, memory_order_relaxed);
 }

@@ -52,14 +52,12 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) HK_INTERNAL;
 /* Frees p: 1 if it was a live large block, 0 if it is no large block at all, -1 if it is the
  * start of a free extent (a double free). */
 int hk_large_free(void *p) HK_INTERNAL;
-/* The arena (1..) that large block p belongs to, or 0 if p is not one (for tests and
- * reports). */
-unsigned hk_large_arena_of(const void *p) HK_INTERNAL;
-/* Whether p is where a large block was and is no more: the start of a free extent, or a
- * block freed lately (for reports: a use after free, not a foreign pointer). */
-int hk_large_freed(const void *p) HK_INTERNAL;
-/* Usable size of large block p, or 0 if p is not one. */
-size_t hk_large_usable(const void *p) HK_INTERNAL;
+/* What address p is to the large tier: HK_LARGE_LIVE, a live block's start (*len its usable
+ * length and *arena its arena, 1.., where not NULL); HK_LARGE_FREED, where a block was and is
+ * no more (the start of a free extent, or a block freed lately: a use after free, not a
+ * foreign pointer); 0, neither. */
+enum { HK_LARGE_FREED = -1, HK_LARGE_LIVE = 1 };
+int hk_large_lookup(const void *p, size_t *len, unsigned *arena) HK_INTERNAL;
 /* Resizes large block p to n bytes in place or by mremap; NULL (p intact) if it cannot. */
 void *hk_large_realloc(void *p, size_t n) HK_INTERNAL;
 /* Releases what is due at time now (see above); with force, every free extent's pages and

@@ -230,11 +230,13 @@ static int hk_usable(void *p, const char *op, size_t *n) {
             return 1;
 #endif
         }
-    } else if ((*n = hk_large_usable(p)) != 0) {
-        return 1;
-    } else if (hk_large_freed(p)) {
-        hk_report(op, p, "use after free (the block is free)");
-        return 0;
+    } else {
+        int st = hk_large_lookup(p, n, NULL);
+        if (st == HK_LARGE_LIVE) return 1;
+        if (st == HK_LARGE_FREED) {
+            hk_report(op, p, "use after free (the block is free)");
+            return 0;
+        }
     }
     hk_report(op, p, "invalid pointer (not allocated by hakmem)");
     return 0;
@@ -254,7 +256,7 @@ HK_EXPORT size_t hak_usable_size(void *p) {
 HK_EXPORT int hak_owns(const void *p) {
     uintptr_t a = (uintptr_t)p;
     if (hk_is_superslab(a)) return 1;
-    return p && hk_large_usable(p) != 0;
+    return p && hk_large_lookup(p, NULL, NULL) == HK_LARGE_LIVE;
 }
 
 HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {

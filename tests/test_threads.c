@@ -885,6 +885,12 @@ static void *spinner(void *arg) {
 }
 
 /* --- the large tier's arenas ------------------------------------------------------------ */
+/* The arena (1..) of live large block p, or 0 if p is none. */
+static unsigned arena_of(const void *p) {
+    unsigned k = 0;
+    return hk_large_lookup(p, NULL, &k) == HK_LARGE_LIVE ? k : 0;
+}
+
 /* Run with HAKMEM_LARGE_ARENAS of 2 or more. A thread takes large blocks from its own arena
  * first, a block goes back to the arena that made it whichever thread frees it, and an arena
  * whose free memory fits no request takes a free extent that does from another arena before
@@ -898,7 +904,7 @@ static pthread_barrier_t big_bar;
 static void *big_worker(void *arg) {
     (void)arg;
     big_mine = hak_malloc(BIG);
-    big_arena = hk_large_arena_of(big_mine);
+    big_arena = arena_of(big_mine);
     if (big_arena != big_main_arena) {
         memset(big_mine, 2, BIG);
         big_huge = hak_malloc(HUGE_BLOCK);
@@ -912,7 +918,7 @@ static void *big_worker(void *arg) {
     pthread_barrier_wait(&big_bar); /* main frees big_mine, then takes blocks */
     pthread_barrier_wait(&big_bar);
     big_again = hak_malloc(BIG);
-    big_again_arena = hk_large_arena_of(big_again);
+    big_again_arena = arena_of(big_again);
     hak_free(big_again);
     return NULL;
 }
@@ -923,7 +929,7 @@ TEST(large_blocks_go_back_to_their_arena) {
            a.large_arenas);
     void *m = hak_malloc(BIG);
     memset(m, 1, BIG);
-    big_main_arena = hk_large_arena_of(m);
+    big_main_arena = arena_of(m);
     CHECK(big_main_arena != 0);
     pthread_barrier_init(&big_bar, NULL, 2);
     pthread_t t;
@@ -939,12 +945,12 @@ TEST(large_blocks_go_back_to_their_arena) {
     pthread_barrier_wait(&big_bar);
     hak_free(m);
     hak_free(big_mine); /* from this thread: back to the worker's arena */
-    CHECKF(hk_large_arena_of(big_mine) == 0, "a freed block is still live");
+    CHECKF(arena_of(big_mine) == 0, "a freed block is still live");
     /* This thread's own free block serves it, not the worker's. */
     void *mine = hak_malloc(BIG);
-    CHECKF(hk_large_arena_of(mine) == big_main_arena && mine != big_mine,
+    CHECKF(arena_of(mine) == big_main_arena && mine != big_mine,
            "got %p of arena %u, the main thread's arena is %u", mine,
-           hk_large_arena_of(mine), big_main_arena);
+           arena_of(mine), big_main_arena);
     /* Nothing free here fits this one: the worker's free extent moves to this arena and
      * serves it. */
     size_t steals = stats().large_steals;
@@ -953,9 +959,9 @@ TEST(large_blocks_go_back_to_their_arena) {
      * once, and a block is cut from a released extent's start. */
     CHECKF((char *)huge < (char *)big_huge + HUGE_BLOCK &&
                (char *)huge + HUGE_BLOCK > (char *)big_huge &&
-               hk_large_arena_of(huge) == big_main_arena,
+               arena_of(huge) == big_main_arena,
            "got %p of arena %u, not the worker's free memory at %p in this thread's arena %u",
-           huge, hk_large_arena_of(huge), big_huge, big_main_arena);
+           huge, arena_of(huge), big_huge, big_main_arena);
     CHECKF(stats().large_steals == steals + 1, "%zu extents moved, %zu before",
            stats().large_steals, steals);
     hak_free(huge);
@@ -976,7 +982,7 @@ static pthread_barrier_t arena_bar;
 static int arena_bar_on;
 static void *arena_probe(void *arg) {
     void *p = hak_malloc(BIG);
-    *(unsigned *)arg = hk_large_arena_of(p);
+    *(unsigned *)arg = arena_of(p);
     hak_free(p);
     if (arena_bar_on) pthread_barrier_wait(&arena_bar); /* both bound before either exits */
     return NULL;
@@ -987,7 +993,7 @@ TEST(threads_one_after_another_share_an_arena) {
     CHECKF(a.large_arenas >= 3, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=3 or more",
            a.large_arenas);
     void *m = hak_malloc(BIG); /* the main thread bound to an arena */
-    unsigned main_arena = hk_large_arena_of(m), seq[4], two[2];
+    unsigned main_arena = arena_of(m), seq[4], two[2];
     pthread_t t[2];
     arena_bar_on = 0;
     for (int i = 0; i < 4; i++) {
