@@ -8,15 +8,16 @@ const uint32_t hk_class_size[HK_NCLASS + 1] = {
     HK_SMALL_SIZES(HK_SIZE_ENTRY) HK_MID_SIZES(HK_SIZE_ENTRY) 0, /* 0 for HK_CLS_NONE */
 };
 
-/* Span length in slots: the class size times 8 blocks (up to 128 KiB), 4 (up to 256 KiB),
- * 2 (up to 512 KiB) or 1, which is always a whole number of 64 KiB slots. */
+/* Span length in slots: the class size times 8 blocks (up to 64 KiB), 4 (up to 128 KiB),
+ * 2 (up to 256 KiB) or 1, which is always a whole number of 64 KiB slots. */
 const uint8_t hk_class_slots[HK_NCLASS + 1] = {
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    5, 6, 7, 8, 10, 12, 14, 16, /* 8 blocks */
-    10, 12, 14, 16,             /* 4 blocks */
-    10, 12, 14, 16,             /* 2 blocks */
-    10, 12, 14, 16,             /* 1 block */
+    5, 6, 7, 8,                     /* 8 blocks */
+    5, 6, 7, 8,                     /* 4 blocks */
+    5, 6, 7, 8,                     /* 2 blocks */
+    5, 6, 7, 8,                     /* 1 block */
+    9, 10, 11, 12, 13, 14, 15, 16,  /* 1 block */
     1,
 };
 

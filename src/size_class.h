@@ -1,21 +1,24 @@
 /* Size classes of the small and mid tiers.
  *
  * 16-byte spacing from 16 to 128 bytes, then four classes per doubling (each a quarter of the
- * power of two apart) up to 1 MiB: a request above 128 bytes wastes less than 25% of its
- * block. Every class size is a multiple of 16, so every block is 16-byte aligned.
+ * power of two apart) up to 512 KiB, then eight (64 KiB apart) up to 1 MiB: a request above
+ * 128 bytes wastes less than 25% of its block, above 512 KiB less than 12.5%. Every class
+ * size is a multiple of 16, so every block is 16-byte aligned.
  *
  * Small classes (up to 32 KiB) are served from slabs of one 64 KiB slot. Mid classes (40 KiB
  * to 1 MiB) are served from spans: runs of 5 to 16 contiguous slots of a SuperSlab, sized so
- * that a whole number of blocks fills the span (8 blocks up to 128 KiB, then 4, 2, 1): no
- * slack at the end. Apart from its length a span behaves exactly like a slab; "slab" below
- * means either. */
+ * that a whole number of blocks fills the span (8 blocks up to 64 KiB, then 4, 2, 1): no
+ * slack at the end. Spans of at most 8 slots up to 512 KiB: a class with few live blocks
+ * holds at most half a MiB it does not use, and short spans pack a SuperSlab's 31 slots
+ * better. Above 512 KiB a span is one block, one slot longer per class. Apart from its length
+ * a span behaves exactly like a slab; "slab" below means either. */
 #ifndef HK_SIZE_CLASS_H
 #define HK_SIZE_CLASS_H
 
 #include "common.h"
 
 #define HK_NSMALL 40                 /* classes of one-slot slabs: 16 B .. 32 KiB */
-#define HK_NCLASS 60                 /* all classes: + mid classes 40 KiB .. 1 MiB */
+#define HK_NCLASS 64                 /* all classes: + mid classes 40 KiB .. 1 MiB */
 #define HK_CLS_NONE HK_NCLASS        /* sentinel class of a slab that serves nothing */
 #define HK_SMALL_MAX ((size_t)32768) /* largest small request */
 #define HK_MID_MAX ((size_t)1 << 20) /* largest mid request; larger ones are large blocks */
@@ -43,7 +46,7 @@
 #define HK_MID_SIZES(X)                                                                        \
     X(40960) X(49152) X(57344) X(65536) X(81920) X(98304) X(114688) X(131072) /* 40..47 */     \
     X(163840) X(196608) X(229376) X(262144) X(327680) X(393216) X(458752) X(524288)           \
-    X(655360) X(786432) X(917504) X(1048576)                          /* 56..59 */
+    X(589824) X(655360) X(720896) X(786432) X(851968) X(917504) X(983040) X(1048576) /* 56..63 */
 
 /* Block-start test without a division: for an offset off < 2^16 into a slab of class size
  * d <= 2^15, off is a multiple of d exactly when (uint32_t)(off * HK_BLOCK_DIV(d)) < 2^16.
@@ -59,10 +62,15 @@ extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
 /* Slots (64 KiB each) of one slab of the class: 1 for small classes, 5..16 for mid ones. */
 extern const uint8_t hk_class_slots[HK_NCLASS + 1] HK_INTERNAL;
 
-/* Class of a request of n bytes, 1024 < n <= HK_MID_MAX: n lies in (2^e, 2^(e+1)], which is
- * split into four classes of width 2^(e-2). */
+#define HK_FINE_MIN ((size_t)1 << 19) /* above it, classes 64 KiB apart */
+#define HK_FINE_FIRST 56u              /* the first of them */
+
+/* Class of a request of n bytes, 1024 < n <= HK_MID_MAX: up to 512 KiB, n lies in
+ * (2^e, 2^(e+1)], which is split into four classes of width 2^(e-2); above, one class per
+ * 64 KiB slot. */
 static inline unsigned hk_class_of_log(size_t n) {
     size_t x = n - 1;
+    if (x >= HK_FINE_MIN) return HK_FINE_FIRST + (unsigned)((x - HK_FINE_MIN) >> 16);
     unsigned e = 63u - (unsigned)__builtin_clzl(x);
     return 8u + (e - 7u) * 4u + (unsigned)((x >> (e - 2u)) & 3u);
 }

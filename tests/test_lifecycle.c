@@ -114,7 +114,7 @@ TEST(large_budget_releases_only_the_excess) {
 TEST(stage_counts_follow_the_script) {
     void *anchor = hak_malloc(16); /* a SuperSlab exists, its low slots taken */
     struct hak_stats a = stats(), b;
-    const size_t M = (size_t)1 << 20, H = (size_t)1 << 19;
+    const size_t M = (size_t)1 << 20, H = (size_t)15 << 16; /* spans of 16 and 15 slots */
 #define DELTA(f) (b.f - a.f)
 #define EXPECT(s1, s2, s3c, s3m)                                                                \
     do {                                                                                        \
@@ -139,8 +139,9 @@ TEST(stage_counts_follow_the_script) {
     b = stats();
     CHECK(DELTA(slab_release) == 1 && b.superslabs_cached_now == cached + 1);
     a = b;
-    /* A 512 KiB block needs a 16-slot span too: none is EMPTY for its class and none free in
-     * the anchor's SuperSlab (x holds it), so the cached SuperSlab serves it: stage 3, cache. */
+    /* A 960 KiB block needs a 15-slot span: none is EMPTY for its class and the anchor's
+     * SuperSlab has 14 free slots (x holds 16), so the cached SuperSlab serves it: stage 3,
+     * cache. */
     void *h = hak_malloc(H);
     EXPECT(0, 0, 1, 0);
     CHECK(b.superslabs_cached_now == cached);

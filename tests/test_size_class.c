@@ -16,6 +16,14 @@ TEST(waste_below_25_percent_above_128) {
     }
 }
 
+/* Above 512 KiB a span is one block, and the classes follow its slots. */
+TEST(waste_below_an_eighth_above_512k) {
+    for (size_t n = HK_FINE_MIN + 1; n <= HK_MID_MAX; n++) {
+        size_t bs = hk_class_size[hk_class_of(n)];
+        CHECKF((bs - n) * 8 < n, "n=%zu block=%zu", n, bs);
+    }
+}
+
 TEST(smallest_fitting_class) {
     for (size_t n = 0; n <= HK_MID_MAX; n++) {
         unsigned c = hk_class_of(n);
@@ -46,8 +54,10 @@ TEST(spans_hold_whole_blocks) {
         CHECKF(c < HK_NSMALL ? hk_class_slots[c] == 1 : span % hk_class_size[c] == 0,
                "class %u: %zu-byte blocks in a %zu-byte span", c, (size_t)hk_class_size[c],
                span);
-        /* A span fits a SuperSlab beside its header. */
+        /* A span fits a SuperSlab beside its header; up to 512 KiB, twice or more. */
         CHECK(hk_class_slots[c] < HK_SLABS);
+        CHECKF(hk_class_size[c] > HK_FINE_MIN || hk_class_slots[c] <= 8, "class %u: %u slots",
+               c, hk_class_slots[c]);
     }
 }
 
@@ -69,6 +79,7 @@ int main(void) {
     TEST_MAIN_BEGIN("size_class");
     RUN(spacing_16_at_the_bottom);
     RUN(waste_below_25_percent_above_128);
+    RUN(waste_below_an_eighth_above_512k);
     RUN(smallest_fitting_class);
     RUN(class_sizes_increase_and_keep_alignment);
     RUN(table_agrees_with_arithmetic_where_both_apply);
