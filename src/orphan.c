@@ -135,10 +135,11 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
     struct hk_slab *emptied = NULL;
     void *owned = NULL;
     _Static_assert(HK_NSMALL <= 3 * HK_LOCK_STRIPES, "three classes at most to a stripe");
-    for (unsigned st = 0; st < HK_LOCK_STRIPES; st++) {
-        uint64_t in = (uint64_t)1 << st | (uint64_t)1 << (st + HK_LOCK_STRIPES) |
-                      (uint64_t)1 << (st + 2 * HK_LOCK_STRIPES);
-        if (!(mask & in)) continue;
+    /* The stripes the classes in mask fall to (class c: stripe c % 16), visited in order. */
+    uint32_t stripes = (uint32_t)((mask | mask >> HK_LOCK_STRIPES | mask >> 2 * HK_LOCK_STRIPES) &
+                                  ((1u << HK_LOCK_STRIPES) - 1));
+    for (; stripes; stripes &= stripes - 1) {
+        unsigned st = (unsigned)__builtin_ctz(stripes);
         hk_lock(&hk_orphan_locks[st]);
         for (unsigned c = st; c < HK_NSMALL; c += HK_LOCK_STRIPES) {
             void *b = lists[c];
