@@ -748,6 +748,67 @@ TEST(slabs_of_exited_thread_are_released_when_freed) {
            c.slabs_active_now, a.slabs_active_now);
 }
 
+/* A heap torn down at its thread's exit and set up again by a later key destructor's malloc
+ * starts from an owned-slab table of its own, empty: the slabs the thread owned before its
+ * exit are not in it (they went to the pool or the orphans), and what the destructor
+ * allocates and frees goes through it as on any thread. */
+enum { RS_N = 48 };
+static pthread_key_t rs_key;
+static struct hk_slab *rs_before[RS_N];
+static size_t rs_table_at_exit, rs_table_after;
+static int rs_stale, rs_bad, rs_ran;
+
+static void rs_destructor(void *arg) {
+    (void)arg;
+    rs_ran = 1;
+    rs_table_at_exit = hk_heap_table_size(); /* hakmem's own destructor ran first */
+    void *q[RS_N];
+    for (int i = 0; i < RS_N; i++) {
+        q[i] = hak_malloc(16 + 16 * (size_t)(i % 8));
+        memset(q[i], 0x5a, 16);
+    }
+    rs_table_after = hk_heap_table_size();
+    for (int i = 0; i < RS_N; i++) {
+        int mine = 0;
+        for (int j = 0; j < RS_N; j++) mine |= hk_slab_of((uintptr_t)q[j]) == rs_before[i];
+        if (!mine && ht_has_entry(rs_before[i])) rs_stale++;
+    }
+    for (int i = 0; i < RS_N; i++) {
+        if (((unsigned char *)q[i])[15] != 0x5a) rs_bad++;
+        hak_free(q[i]);
+    }
+}
+
+static void *alloc_then_exit_with_a_key(void *arg) {
+    (void)arg;
+    void *p[RS_N];
+    for (int i = 0; i < RS_N; i++) {
+        p[i] = hak_malloc(16 + 16 * (size_t)(i % 8));
+        rs_before[i] = hk_slab_of((uintptr_t)p[i]);
+    }
+    for (int i = 0; i < RS_N; i += 2) hak_free(p[i]); /* the rest are orphans at the exit */
+    for (int i = 1; i < RS_N; i += 2) blocks[i / 2] = p[i];
+    pthread_setspecific(rs_key, (void *)1);
+    return NULL;
+}
+
+TEST(a_heap_set_up_again_after_exit_starts_clean) {
+    /* Made after hakmem's key (its first slow path, long ago): its destructor runs after. */
+    CHECK(pthread_key_create(&rs_key, rs_destructor) == 0);
+    pthread_t t;
+    pthread_create(&t, NULL, alloc_then_exit_with_a_key, NULL);
+    pthread_join(t, NULL);
+    CHECK(rs_ran);
+    CHECKF(rs_table_at_exit == 1, "%zu entries in the table of a torn-down heap",
+           rs_table_at_exit);
+    CHECKF(rs_table_after == HK_OWNED, "%zu entries after the heap was set up again",
+           rs_table_after);
+    CHECKF(rs_stale == 0, "%d slabs of the heap before its exit still have an entry", rs_stale);
+    CHECK(rs_bad == 0);
+    for (int i = 0; i < RS_N / 2; i++) hak_free(blocks[i]);
+    pthread_key_delete(rs_key);
+}
+
 static void *alloc_half_free_exit(void *arg) {
     (void)arg;
     for (int i = 0; i < NB; i++) blocks[i] = hak_malloc(176);
@@ -1098,6 +1159,7 @@ int main(void) {
     RUN(blocks_of_adopted_slabs_go_home);
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
+    RUN(a_heap_set_up_again_after_exit_starts_clean);
     RUN(thread_churn_keeps_memory_flat);
     RUN(producer_consumer_every_free_remote);
     RUN(a_producer_takes_back_the_spans_its_consumer_emptied);
