@@ -247,6 +247,9 @@ struct hk_heap {
 #endif
 };
 
+/* retained_mask, refilled, allocated and room_sent hold a bit per class. */
+_Static_assert(HK_NCLASS <= 64, "a class bitmask is 64 bits");
+
 extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
 /* The owned-slab table of a heap not set up yet: one entry, empty. */
 extern const struct hk_owned hk_owned_none HK_INTERNAL;
