@@ -720,6 +720,67 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
     }
 }
 
+/* --- handover -------------------------------------------------------------------------------- */
+
+/* A thread that exits hands its heap over: its slabs stay owned by its record, their lists
+ * kept in the record, whose inbox stays open, and the next thread that sets up a heap takes
+ * them all at once, as glibc gives an exited thread's arena to the next thread. Before, an exit
+ * gave each slab with live blocks to the orphans, one list per class under its stripe, and
+ * whoever then freed those blocks went through the orphans' batches (about 100 instructions a
+ * free; larson with a new thread every 1,000 replacements). A record that no thread took within
+ * HK_PARK_MS (as any thread's tick sees it), or at a flush or trim, is given up: its slabs go
+ * to the pool or the orphans, and its inbox is applied, as at an exit before. */
+#define HK_PARK_MS 20
+
+/* Heap h, being set up with record o, takes o's parked slabs onto its lists. */
+static void hk_heap_take_over(struct hk_heap *h, struct hk_owner *o) {
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        struct hk_slab *s, *next;
+        for (s = o->park_partial[c], o->park_partial[c] = NULL; s; s = next) {
+            next = s->next;
+            hk_heap_list_add(h, s, HK_LIST_PARTIAL);
+        }
+        for (s = o->park_full[c], o->park_full[c] = NULL; s; s = next) {
+            next = s->next;
+            hk_heap_list_add(h, s, HK_LIST_FULL);
+        }
+    }
+}
+
+static void hk_heap_let_go(struct hk_slab *s, uint64_t now, struct hk_slab **orphans);
+
+/* Gives up parked record o (the calling thread's heap h applies what its inbox holds). */
+static void hk_heap_give_up(struct hk_heap *h, struct hk_owner *o, uint64_t now) {
+    HK_STAT_INC(heaps_given_up);
+    if (HK_TRACING(HK_T_THREAD))
+        hk_trace(HK_T_THREAD, "give up (an exited thread's heap no thread took)", "owner@",
+                 (uintptr_t)o, NULL, 0, NULL, 0);
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        struct hk_slab *s, *next, *orphans = NULL;
+        for (s = o->park_partial[c], o->park_partial[c] = NULL; s; s = next) {
+            next = s->next;
+            hk_heap_let_go(s, now, &orphans);
+        }
+        for (s = o->park_full[c], o->park_full[c] = NULL; s; s = next) {
+            next = s->next;
+            hk_heap_let_go(s, now, &orphans);
+        }
+        hk_orphan_abandon(orphans);
+    }
+    void *lists[HK_LANES];
+    hk_owner_close(o, lists);
+    for (unsigned l = 0; l < HK_LANES; l++)
+        if (lists[l] == HK_INBOX_CLOSED) lists[l] = NULL;
+    hk_heap_free_lists(h, lists);
+    hk_owner_retire(o);
+}
+
+/* Gives up the records parked before older (all of them with UINT64_MAX). */
+static void hk_heap_give_up_parked(struct hk_heap *h, uint64_t older, uint64_t now) {
+    struct hk_owner *o;
+    while ((o = hk_owner_unpark(older)) != NULL) hk_heap_give_up(h, o, now);
+}
+
 /* Runs at most every HK_TICK_MS, from the thread's slow paths: kept slabs idle for the purge
  * delay (or beyond a cap that ACE lowered) go to the pool, and current slabs of classes quiet
  * for as long are let go; then the process-wide tick. */
@@ -751,6 +812,8 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     hk_heap_xfer_home(h, hk_xfer_take_idle(now, 0));
 #endif
     hk_heap_help_idle(h, now);
+    if (hk_owner_parked())
+        hk_heap_give_up_parked(h, now > HK_PARK_MS ? now - HK_PARK_MS : 0, now);
     hk_decay_tick(now);
 }
 
@@ -801,6 +864,7 @@ static void hk_heap_send_all_home(struct hk_heap *h) {
 /* What a trim and a flush send home: the caches, the batches, the inbox's blocks and every
  * transfer list. */
 static void hk_heap_everything_home(struct hk_heap *h) {
+    if (h->owner) hk_heap_give_up_parked(h, UINT64_MAX, hk_now_ms());
     h->no_xfer = 1; /* what goes home now goes home */
     hk_heap_send_all_home(h);
 #ifndef HK_HARDENED
@@ -893,6 +957,9 @@ static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
         back += hk_free_again(h, head);
     }
     if (n > back) hk_count_pushes(h, n - back);
+    /* An owner with no heap may be parked: count what it is brought (hk_heap_free_parked). */
+    if (HK_UNLIKELY(atomic_load_explicit(&b->to->heap, memory_order_relaxed) == NULL))
+        atomic_fetch_add_explicit(&b->to->parked_pushes, n - back, memory_order_relaxed);
 }
 
 /* Frees every orphans' block waiting in h; those whose slab was adopted meanwhile go to their
@@ -1305,6 +1372,29 @@ static HK_NOINLINE void hk_heap_free_orphan(struct hk_heap *h, struct hk_slab *s
 }
 #endif
 
+#ifndef HK_HARDENED
+/* A free into slab s whose owner o has no heap: o is parked (see "Handover"), or its thread is
+ * exiting or starting. Where other threads have brought a parked heap more than
+ * HK_PARKED_PUSHES_MAX blocks, they are taking apart what an exited thread left (its result),
+ * and the thread that takes the heap over would apply every one of them from its inbox, one
+ * by one and cold (teardown with a new thread a round: 0.63x the speed with handover alone):
+ * such a free gives the heap up first, and its blocks travel as orphans' blocks do, joined to
+ * their slabs in runs. A successor that frees what its predecessor left a block at a time
+ * (larson) brings it far fewer: it stashes most of them for its own mallocs. Returns s's
+ * owner now. */
+#define HK_PARKED_PUSHES_MAX 4096
+static HK_NOINLINE struct hk_owner *hk_heap_free_parked(struct hk_heap *h, struct hk_slab *s,
+                                                        struct hk_owner *o) {
+    if (atomic_load_explicit(&o->parked_pushes, memory_order_relaxed) >= HK_PARKED_PUSHES_MAX &&
+        h->owner && h->hooked && !h->no_stash && hk_owner_unpark_this(o)) {
+        hk_heap_enter(h);
+        hk_heap_give_up(h, o, hk_now_ms());
+        hk_heap_leave(h);
+    }
+    return atomic_load_explicit(&s->owner, memory_order_relaxed);
+}
+#endif
+
 void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
     struct hk_slab *s = NULL;
@@ -1317,7 +1407,11 @@ void hk_heap_free_slow(void *p, const char *op) {
             hk_heap_stash_tick(h);
             return;
         }
-        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL) {
+        struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+        if (o != NULL && HK_UNLIKELY(atomic_load_explicit(&o->heap, memory_order_relaxed) ==
+                                     NULL))
+            o = hk_heap_free_parked(h, s, o);
+        if (o == NULL) {
             hk_heap_free_orphan(h, s, p, op);
             return;
         }
@@ -1389,7 +1483,8 @@ static int hk_heap_init(struct hk_heap *h) {
     /* Start-up may allocate (pthread_atfork, the background thread): that nested call has set
      * this heap up already, and its slabs belong to the record it made. */
     if (h->owner) return 1;
-    h->owner = hk_owner_new();
+    struct hk_owner *parked = hk_owner_unpark(0);
+    h->owner = parked ? parked : hk_owner_new();
     if (!h->owner) return 0;
     if (h->otab == &hk_owned_none) {
         if (h->exiting) { /* torn down before: its first table holds what it last held */
@@ -1397,6 +1492,13 @@ static int hk_heap_init(struct hk_heap *h) {
             memset(h->owned_slab, 0, sizeof h->owned_slab);
         }
         hk_owned_switch(h, h->owned, HK_OWNED);
+    }
+    if (parked) {
+        hk_heap_take_over(h, parked);
+        HK_STAT_INC(heaps_taken_over);
+        if (HK_TRACING(HK_T_THREAD))
+            hk_trace(HK_T_THREAD, "take over (an exited thread's heap, whole)", "owner@",
+                     (uintptr_t)parked, NULL, 0, NULL, 0);
     }
     atomic_store_explicit(&h->owner->heap, h, memory_order_release);
     hk_heap_watch_exit(h);
@@ -1490,13 +1592,21 @@ static void hk_heap_let_go(struct hk_slab *s, uint64_t now, struct hk_slab **orp
     }
 }
 
+void hk_heap_give_up_all(void) {
+    struct hk_heap *h = &hk_tls;
+    if (!h->owner && !hk_heap_init(h)) return;
+    hk_heap_enter(h);
+    hk_heap_give_up_parked(h, UINT64_MAX, hk_now_ms());
+    hk_heap_leave(h);
+}
+
 static void hk_heap_teardown(struct hk_heap *h) {
     struct hk_owner *o = h->owner;
     if (!o) return;
     hk_heap_enter(h);
     HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
-        hk_trace(HK_T_THREAD, "exit (a thread's heap is torn down)", "owner@", (uintptr_t)h->owner,
+        hk_trace(HK_T_THREAD, "exit (a thread's heap is handed over)", "owner@", (uintptr_t)h->owner,
                  NULL, 0, NULL, 0);
     uint64_t now = hk_now_ms();
     /* Stashes and caches first, while other threads' blocks still travel in batches; nothing
@@ -1509,48 +1619,40 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * heap while it is being emptied. */
     h->hooked = 0;
     h->exiting = 1;
+    /* The heap is handed over (see "Handover"): current slabs join the lists, empty ones and
+     * the kept ones go to the pool, and the lists move into the record. */
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-        struct hk_slab *s = h->cur[c], *orphans = NULL;
+        struct hk_slab *s = h->cur[c];
         if (s) {
             hk_heap_set_current(h, c, NULL);
-            hk_heap_let_go(s, now, &orphans);
+            if (s->used == 0) hk_heap_release(s, now);
+            else
+                hk_heap_list_add(h, s, s->free || s->carved < s->capacity ? HK_LIST_PARTIAL
+                                                                          : HK_LIST_FULL);
         }
         while ((s = h->retained[c]) != NULL) {
             uint64_t idle = s->idle_since;
             hk_heap_list_remove(h, s);
             hk_heap_release(s, idle);
         }
-        while ((s = h->partial[c]) != NULL) {
-            hk_heap_list_remove(h, s);
-            hk_heap_let_go(s, now, &orphans);
-        }
-        while ((s = h->full[c]) != NULL) {
-            hk_heap_list_remove(h, s);
-            hk_heap_let_go(s, now, &orphans);
-        }
-        hk_orphan_abandon(orphans);
+        o->park_partial[c] = h->partial[c];
+        o->park_full[c] = h->full[c];
+        h->partial[c] = h->partial_tail[c] = h->full[c] = NULL;
     }
-    /* Every slab's owner is cleared now; what was pushed meanwhile goes to the orphans. */
-    void *lists[HK_LANES];
-    hk_owner_close(h->owner, lists);
-    for (unsigned l = 0; l < HK_LANES; l++)
-        if (lists[l] == HK_INBOX_CLOSED) lists[l] = NULL; /* closed before: nothing came */
-    hk_heap_free_lists(h, lists); /* not batched: hooked is 0 */
     /* Helpers: nothing to do. One that loaded the heap before this store holds the claim:
      * this thread's storage must outlive its flag on it (see "Idle owners"). */
     atomic_store_explicit(&o->heap, NULL, memory_order_seq_cst);
     while (atomic_load_explicit(&o->claim, memory_order_seq_cst)) sched_yield();
-    /* Emptied above; nothing may point at a slab now. The heap goes back to the table it
-     * started with, which admits nothing; one set up again later (by a later destructor's
-     * malloc) clears its first table then (hk_heap_init). Clearing it here cost every exiting
-     * thread 20 KiB of stores, 16,000 instructions: 5% of all in larson with a new thread
-     * every 1,000 replacements. */
+    /* The heap goes back to the table it started with, which admits nothing; one set up
+     * again later (by a later destructor's malloc) clears its first table then
+     * (hk_heap_init). Clearing it here cost every exiting thread 20 KiB of stores, 16,000
+     * instructions: 5% of all in larson with a new thread every 1,000 replacements. */
     hk_owned_switch(h, (struct hk_owned *)&hk_owned_none, 1);
     h->oslab = hk_oslab_none;
     h->omask = 0;
     hk_heap_leave(h);
-    hk_owner_retire(o);
     h->owner = NULL;
+    hk_owner_park(o, now);
 }
 
 uint32_t hk_heap_slab_live(const struct hk_slab *s) {

@@ -86,7 +86,9 @@
  * inbox) is kept all the same, one per class, for a tick or two (hk_heap_keep).
  * Kept slabs go to the pool once idle for the purge delay (checked on the thread's slow
  * paths), beyond the cap at a tick, on malloc_trim, and at thread exit, when the cache
- * is returned to its slab and every owned slab is released or orphaned (orphan.h). */
+ * is returned to its slab, empty slabs are released and the rest is handed over whole to
+ * the next thread that sets up a heap (heap.c, "Handover"), or orphaned (orphan.h) if none
+ * takes it soon. */
 #ifndef HK_HEAP_H
 #define HK_HEAP_H
 
@@ -300,6 +302,11 @@ static inline int hk_heap_guard_free(void *p, size_t bsize, size_t off, const ch
  * transfer list's blocks home (transfer.h), so that every slab whose blocks are all free is
  * empty (the first half of malloc_trim; for tests that count slabs exactly). */
 void hk_heap_flush(void) HK_INTERNAL;
+/* Gives up every heap that exited threads handed over and no thread has taken (heap.c,
+ * "Handover"): their slabs go to the pool or the orphans. Flush and trim do it too; for
+ * tests that want an exited thread's slabs orphaned now (a thread without a heap sets one
+ * up first, which takes the newest). */
+void hk_heap_give_up_all(void) HK_INTERNAL;
 /* Gives the calling thread's kept empty slabs to the pool (malloc_trim). */
 void hk_heap_trim(void) HK_INTERNAL;
 

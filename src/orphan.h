@@ -1,4 +1,5 @@
-/* Orphaned slabs: slabs whose owner thread exited while some of their blocks were still live.
+/* Orphaned slabs: slabs whose owner thread exited while some of their blocks were still live,
+ * and whose heap no thread took over (heap.c, "Handover": a parked heap is given up).
  *
  * They wait here, per class, until their last block is freed (then they go back to the pool)
  * or another thread's refill adopts one that has free blocks. The lists of a class are

@@ -62,6 +62,60 @@ void hk_owner_retire(struct hk_owner *o) {
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
+/* Parked records, newest first (linked by next_parked), under the records' mutex. */
+static struct hk_owner *hk_owner_parked_list;
+static _Atomic unsigned hk_owner_nparked;
+
+void hk_owner_park(struct hk_owner *o, uint64_t now) {
+    o->parked_at = now;
+    atomic_store_explicit(&o->parked_pushes, 0, memory_order_relaxed);
+    pthread_mutex_lock(&hk_owner_mutex);
+    o->next_parked = hk_owner_parked_list;
+    hk_owner_parked_list = o;
+    atomic_fetch_add_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&hk_owner_mutex);
+}
+
+struct hk_owner *hk_owner_unpark(uint64_t older) {
+    if (!hk_owner_parked()) return NULL;
+    pthread_mutex_lock(&hk_owner_mutex);
+    struct hk_owner **pick = NULL;
+    if (older == 0) {
+        if (hk_owner_parked_list) pick = &hk_owner_parked_list;
+    } else {
+        for (struct hk_owner **pp = &hk_owner_parked_list; *pp; pp = &(*pp)->next_parked)
+            if ((*pp)->parked_at < older) pick = pp; /* the last such is the oldest */
+    }
+    struct hk_owner *o = NULL;
+    if (pick) {
+        o = *pick;
+        *pick = o->next_parked;
+        o->next_parked = NULL;
+        atomic_fetch_sub_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&hk_owner_mutex);
+    return o;
+}
+
+int hk_owner_unpark_this(struct hk_owner *o) {
+    int found = 0;
+    pthread_mutex_lock(&hk_owner_mutex);
+    for (struct hk_owner **pp = &hk_owner_parked_list; *pp; pp = &(*pp)->next_parked)
+        if (*pp == o) {
+            *pp = o->next_parked;
+            o->next_parked = NULL;
+            atomic_fetch_sub_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&hk_owner_mutex);
+    return found;
+}
+
+unsigned hk_owner_parked(void) {
+    return atomic_load_explicit(&hk_owner_nparked, memory_order_relaxed);
+}
+
 struct hk_owner *hk_owner_first(void) {
     return atomic_load_explicit(&hk_owner_all, memory_order_acquire);
 }

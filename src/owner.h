@@ -2,7 +2,9 @@
  *
  * A slab's `owner` points at a record, not at the thread-local heap, because thread-local
  * storage vanishes when its thread exits while other threads may still be freeing into it.
- * Records are never unmapped; a record whose thread exited is recycled for a new thread.
+ * Records are never unmapped. A record whose thread exited is parked with its heap's slab
+ * lists (its slabs still its own, its inbox open) until a new thread takes it over, or until
+ * it is given up (heap.c, "Handover"); then it is recycled for a new thread.
  *
  * The inbox holds the blocks freed by threads that do not own their slab, in HK_LANES lock-free
  * stacks: any thread pushes a chain of blocks onto a lane (one CAS for a part of the batch a
@@ -18,7 +20,10 @@
 
 #include "block.h"
 #include "common.h"
+#include "size_class.h"
 #include "stats.h"
+
+struct hk_slab;
 
 #define HK_INBOX_CLOSED ((void *)1)
 #define HK_LANES 4
@@ -36,6 +41,12 @@ struct hk_owner {
     _Atomic uint64_t seen;      /* the last scan for idle owners: takes * 2, + 1 if blocks
                                  * were waiting */
     struct hk_tally tally;      /* the thread's operation counts (stats.h) */
+    /* A heap handed over at its thread's exit (heap.c, "Handover"): its slabs, still owned
+     * by this record, until a new thread takes them or they are given up. */
+    struct hk_slab *park_partial[HK_NCLASS], *park_full[HK_NCLASS];
+    uint64_t parked_at;
+    _Atomic uint32_t parked_pushes; /* blocks other threads' batches brought it while parked */
+    struct hk_owner *next_parked;
 } __attribute__((aligned(64)));
 
 /* A record with an open, empty inbox; NULL when no memory is left. */
@@ -43,6 +54,18 @@ struct hk_owner *hk_owner_new(void) HK_INTERNAL;
 /* Gives a record whose inbox is closed and drained back for reuse; its counts join the
  * process-wide ones. */
 void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
+
+/* Parks record o, whose thread exited at time now with its heap's lists in park_partial and
+ * park_full (heap.c, "Handover"): its inbox stays open, and the record waits here for a new
+ * thread to take it, or to be given up. */
+void hk_owner_park(struct hk_owner *o, uint64_t now) HK_INTERNAL;
+/* Takes a parked record off the list: the newest (older 0), or the oldest parked before
+ * older; NULL if none. */
+struct hk_owner *hk_owner_unpark(uint64_t older) HK_INTERNAL;
+/* Takes record o off the parked list: 1 if it was parked, else 0 (taken, or not parked). */
+int hk_owner_unpark_this(struct hk_owner *o) HK_INTERNAL;
+/* How many records are parked (read without the lock: a hint). */
+unsigned hk_owner_parked(void) HK_INTERNAL;
 
 /* The newest record; older ones follow by next_all. Records are never unmapped, so the list
  * may be walked without a lock. */

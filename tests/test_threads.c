@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -108,6 +109,7 @@ TEST(orphan_blocks_adopted_meanwhile_reach_the_new_owner) {
     pthread_t a, b;
     pthread_create(&a, NULL, ob_alloc_free_half_exit, NULL);
     pthread_join(a, NULL);
+    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
     struct hk_slab *s = hk_slab_of((uintptr_t)ob_blocks[OB_K]);
     CHECKF(hk_heap_slab_live(s) == OB_N - OB_K, "live %u", hk_heap_slab_live(s));
     pthread_create(&b, NULL, ob_free_some_then_wait, NULL);
@@ -669,6 +671,7 @@ TEST(blocks_of_adopted_slabs_go_home) {
     pthread_t t;
     pthread_create(&t, NULL, ad_alloc_free_one_exit, NULL);
     pthread_join(t, NULL);
+    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
     struct hk_slab *s = hk_slab_of((uintptr_t)ad_blocks[1]);
     void *x = hak_malloc(AD_SIZE); /* this thread's first block of the class adopts the orphan */
     CHECKF(hk_slab_of((uintptr_t)x) == s && s->adopted, "adopted %d", s->adopted);
@@ -734,6 +737,7 @@ TEST(slabs_of_exited_thread_are_released_when_freed) {
     pthread_t t;
     pthread_create(&t, NULL, alloc_and_exit, (void *)(uintptr_t)96);
     pthread_join(t, NULL);
+    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
     struct hak_stats b = stats();
     CHECK(b.slab_abandon > a.slab_abandon);
     for (int i = 0; i < NB; i++) hak_free(blocks[i]);
@@ -809,6 +813,97 @@ TEST(a_heap_set_up_again_after_exit_starts_clean) {
     pthread_key_delete(rs_key);
 }
 
+/* --- handover: an exited thread's heap goes whole to the next thread ---------------------- */
+enum { HO_N = 600, HO_SIZE = 200 };
+static void *ho_blocks[HO_N];
+static int ho_owned, ho_taken;
+
+static void *ho_alloc_free_half_exit(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HO_N; i++) ho_blocks[i] = hak_malloc(HO_SIZE);
+    for (int i = 0; i < HO_N; i += 2) hak_free(ho_blocks[i]), ho_blocks[i] = NULL;
+    return NULL;
+}
+
+static void *ho_take_and_free(void *arg) {
+    (void)arg;
+    void *x = hak_malloc(16); /* sets the heap up: it takes the newest handed-over heap */
+    ho_owned = 0;
+    for (int i = 1; i < HO_N; i += 2)
+        ho_owned += atomic_load_explicit(&hk_slab_of((uintptr_t)ho_blocks[i])->owner,
+                                         memory_order_relaxed) == hk_tls.owner;
+    /* Its own blocks now: freed on the thread's own paths, and reused by its mallocs. */
+    for (int i = 1; i < HO_N; i += 2) hak_free(ho_blocks[i]);
+    void *y[HO_N / 2];
+    ho_taken = 0;
+    for (int i = 0; i < HO_N / 2; i++) {
+        y[i] = hak_malloc(HO_SIZE);
+        for (int j = 1; j < HO_N; j += 2) ho_taken += y[i] == ho_blocks[j];
+    }
+    for (int i = 0; i < HO_N / 2; i++) hak_free(y[i]);
+    hak_free(x);
+    return NULL;
+}
+
+TEST(an_exited_threads_heap_goes_whole_to_the_next_thread) {
+    hk_heap_give_up_all(); /* none from the tests before */
+    struct hak_stats a = stats();
+    pthread_t t;
+    pthread_create(&t, NULL, ho_alloc_free_half_exit, NULL);
+    pthread_join(t, NULL);
+    struct hak_stats b = stats();
+    CHECKF(b.slab_abandon == a.slab_abandon, "%zu slabs abandoned at the exit",
+           b.slab_abandon - a.slab_abandon);
+    pthread_create(&t, NULL, ho_take_and_free, NULL);
+    pthread_join(t, NULL);
+    struct hak_stats c = stats();
+    CHECKF(c.heaps_taken_over == a.heaps_taken_over + 1, "%zu heaps taken over",
+           c.heaps_taken_over - a.heaps_taken_over);
+    CHECKF(ho_owned == HO_N / 2, "%d of %d live blocks in slabs the new thread owns", ho_owned,
+           HO_N / 2);
+    CHECKF(ho_taken >= HO_N / 4, "%d of the freed blocks reused", ho_taken);
+    hk_heap_give_up_all();
+}
+
+static void *ho_alloc_exit(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HO_N; i++) ho_blocks[i] = hak_malloc(HO_SIZE);
+    return NULL;
+}
+
+/* A heap that no thread takes is given up after a while, at a tick of any thread: its slabs
+ * become orphans, which the blocks' frees then empty; and remote frees made into it while
+ * it waited are applied, not lost. */
+TEST(a_heap_nobody_takes_is_given_up_and_loses_nothing) {
+    hk_heap_give_up_all();
+    hk_heap_trim(); /* this thread's empty current slabs go too, as at the end */
+    struct hak_stats a = stats();
+    pthread_t t;
+    pthread_create(&t, NULL, ho_alloc_exit, NULL);
+    pthread_join(t, NULL);
+    /* Half the blocks freed while the heap waits: remote frees into its open inbox. */
+    for (int i = 0; i < HO_N; i += 2) hak_free(ho_blocks[i]), ho_blocks[i] = NULL;
+    /* This thread's ticks give it up once it has waited long enough; refills (which send
+     * this thread's batches of those frees first) read the clock. */
+    static void *p[4096];
+    uint64_t t0 = hk_now_ms();
+    while (stats().heaps_given_up == a.heaps_given_up && hk_now_ms() - t0 < 2000) {
+        for (int i = 0; i < 4096; i++) p[i] = hak_malloc(16);
+        for (int i = 0; i < 4096; i++) hak_free(p[i]);
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    struct hak_stats b = stats();
+    CHECKF(b.heaps_given_up == a.heaps_given_up + 1, "%zu heaps given up",
+           b.heaps_given_up - a.heaps_given_up);
+    CHECK(b.slab_abandon > a.slab_abandon);
+    for (int i = 1; i < HO_N; i += 2) hak_free(ho_blocks[i]);
+    hk_heap_trim();
+    struct hak_stats c = stats();
+    CHECKF(c.slabs_active_now <= a.slabs_active_now, "active slabs %zu, before %zu",
+           c.slabs_active_now, a.slabs_active_now);
+}
+
 static void *alloc_half_free_exit(void *arg) {
     (void)arg;
     for (int i = 0; i < NB; i++) blocks[i] = hak_malloc(176);
@@ -820,6 +915,7 @@ TEST(orphans_with_free_blocks_are_adopted) {
     pthread_t t;
     pthread_create(&t, NULL, alloc_half_free_exit, NULL);
     pthread_join(t, NULL);
+    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
     struct hak_stats a = stats();
     void *mine[NB / 2];
     for (int i = 0; i < NB / 2; i++) mine[i] = hak_malloc(176);
@@ -1160,6 +1256,8 @@ int main(void) {
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(a_heap_set_up_again_after_exit_starts_clean);
+    RUN(an_exited_threads_heap_goes_whole_to_the_next_thread);
+    RUN(a_heap_nobody_takes_is_given_up_and_loses_nothing);
     RUN(thread_churn_keeps_memory_flat);
     RUN(producer_consumer_every_free_remote);
     RUN(a_producer_takes_back_the_spans_its_consumer_emptied);

@@ -3,6 +3,7 @@
  * slabs emptied and refilled over several 100 ms windows (ace), a thread that exits with a
  * live block whose slab another thread then adopts (thread), and a request no allocator can
  * serve (fail). Linked against plain libc; hakmem comes in by LD_PRELOAD. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,10 +33,13 @@ int main(void) {
         sink = p;
         free(sink);
     }
-    /* thread: an orphan with live blocks, adopted by the next refill of its class */
+    /* thread: an orphan with live blocks, adopted by the next refill of its class (the
+     * thread hands its heap over as it exits; a trim gives that heap up, which makes its
+     * slabs orphans) */
     pthread_t t;
     pthread_create(&t, NULL, leave_a_block, NULL);
     pthread_join(t, NULL);
+    malloc_trim(0);
     for (int i = 0; i < 200; i++) sink = malloc(720);
     /* ace: whole slabs emptied and taken again, window after window: 8 slabs of 8 KiB blocks,
      * of which the thread's cache can hold one (64-byte blocks, 4 slabs of them, no longer
