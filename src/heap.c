@@ -731,6 +731,7 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
  * HK_PARK_MS (as any thread's tick sees it), or at a flush or trim, is given up: its slabs go
  * to the pool or the orphans, and its inbox is applied, as at an exit before. */
 #define HK_PARK_MS 20
+#define HK_PARKED_PUSHES_MAX 4096
 
 /* Heap h, being set up with record o, takes o's parked slabs onto its lists. */
 static void hk_heap_take_over(struct hk_heap *h, struct hk_owner *o) {
@@ -773,6 +774,21 @@ static void hk_heap_give_up(struct hk_heap *h, struct hk_owner *o, uint64_t now)
         if (lists[l] == HK_INBOX_CLOSED) lists[l] = NULL;
     hk_heap_free_lists(h, lists);
     hk_owner_retire(o);
+}
+
+/* Where other threads' batches have brought a parked record more than HK_PARKED_PUSHES_MAX
+ * blocks, they are taking apart what an exited thread left (its result), and the thread that
+ * takes the heap over would apply every one of them from its inbox, one by one and cold
+ * (teardown with a new thread a round: 0.63x the speed with handover alone). The thread whose
+ * batch crossed the bound (hk_batch_flush notes the record in give_up) gives it up when its
+ * free or refill is done, and the rest of the blocks travel as orphans' blocks do, joined to
+ * their slabs in runs. A successor that frees what its predecessor left a block at a time
+ * (larson) brings it far fewer: it stashes most of them for its own mallocs. */
+static void hk_heap_give_up_wanted(struct hk_heap *h) {
+    struct hk_owner *o = h->give_up;
+    h->give_up = NULL;
+    if (h->owner && h->hooked && !h->no_stash && hk_owner_unpark_this(o))
+        hk_heap_give_up(h, o, hk_now_ms());
 }
 
 /* Gives up the records parked before older (all of them with UINT64_MAX). */
@@ -957,9 +973,12 @@ static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
         back += hk_free_again(h, head);
     }
     if (n > back) hk_count_pushes(h, n - back);
-    /* An owner with no heap may be parked: count what it is brought (hk_heap_free_parked). */
-    if (HK_UNLIKELY(atomic_load_explicit(&b->to->heap, memory_order_relaxed) == NULL))
-        atomic_fetch_add_explicit(&b->to->parked_pushes, n - back, memory_order_relaxed);
+    /* An owner with no heap may be parked: count what it is brought (hk_heap_give_up_wanted). */
+    if (HK_UNLIKELY(atomic_load_explicit(&b->to->heap, memory_order_relaxed) == NULL) &&
+        atomic_fetch_add_explicit(&b->to->parked_pushes, n - back, memory_order_relaxed) +
+                (n - back) >= HK_PARKED_PUSHES_MAX &&
+        !h->give_up)
+        h->give_up = b->to;
 }
 
 /* Frees every orphans' block waiting in h; those whose slab was adopted meanwhile go to their
@@ -1341,6 +1360,7 @@ static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, struct hk_slab *s, 
     hk_heap_enter(h);
     if (HK_LIKELY(s != NULL)) hk_heap_free_in_slab(h, s, p, op);
     else hk_heap_free_outside(p, op);
+    if (HK_UNLIKELY(h->give_up != NULL)) hk_heap_give_up_wanted(h);
     if (HK_UNLIKELY(h->flushed) && h->owner && !h->exiting) {
         h->flushed = 0;
         hk_heap_maybe_tick(h);
@@ -1372,29 +1392,6 @@ static HK_NOINLINE void hk_heap_free_orphan(struct hk_heap *h, struct hk_slab *s
 }
 #endif
 
-#ifndef HK_HARDENED
-/* A free into slab s whose owner o has no heap: o is parked (see "Handover"), or its thread is
- * exiting or starting. Where other threads have brought a parked heap more than
- * HK_PARKED_PUSHES_MAX blocks, they are taking apart what an exited thread left (its result),
- * and the thread that takes the heap over would apply every one of them from its inbox, one
- * by one and cold (teardown with a new thread a round: 0.63x the speed with handover alone):
- * such a free gives the heap up first, and its blocks travel as orphans' blocks do, joined to
- * their slabs in runs. A successor that frees what its predecessor left a block at a time
- * (larson) brings it far fewer: it stashes most of them for its own mallocs. Returns s's
- * owner now. */
-#define HK_PARKED_PUSHES_MAX 4096
-static HK_NOINLINE struct hk_owner *hk_heap_free_parked(struct hk_heap *h, struct hk_slab *s,
-                                                        struct hk_owner *o) {
-    if (atomic_load_explicit(&o->parked_pushes, memory_order_relaxed) >= HK_PARKED_PUSHES_MAX &&
-        h->owner && h->hooked && !h->no_stash && hk_owner_unpark_this(o)) {
-        hk_heap_enter(h);
-        hk_heap_give_up(h, o, hk_now_ms());
-        hk_heap_leave(h);
-    }
-    return atomic_load_explicit(&s->owner, memory_order_relaxed);
-}
-#endif
-
 void hk_heap_free_slow(void *p, const char *op) {
     struct hk_heap *h = &hk_tls;
     struct hk_slab *s = NULL;
@@ -1407,11 +1404,7 @@ void hk_heap_free_slow(void *p, const char *op) {
             hk_heap_stash_tick(h);
             return;
         }
-        struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-        if (o != NULL && HK_UNLIKELY(atomic_load_explicit(&o->heap, memory_order_relaxed) ==
-                                     NULL))
-            o = hk_heap_free_parked(h, s, o);
-        if (o == NULL) {
+        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL) {
             hk_heap_free_orphan(h, s, p, op);
             return;
         }
@@ -1522,6 +1515,7 @@ void *hk_heap_refill(unsigned c) {
     hk_heap_enter(h);
     if (hk_owner_pending(h->owner)) hk_heap_drain(h);
     if (h->batch_mask || h->orphan_n) hk_batch_flush_all(h);
+    if (HK_UNLIKELY(h->give_up != NULL)) hk_heap_give_up_wanted(h);
     hk_heap_maybe_tick(h);
     h->refilled |= (uint64_t)1 << c;
     h->allocated |= (uint64_t)1 << c;
@@ -1615,6 +1609,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
     hk_heap_drain(h);
     hk_heap_uncache_all(h);
     hk_batch_flush_all(h);
+    h->give_up = NULL; /* a record its batches flooded: given up by time instead */
     /* From here on, remote frees are not batched or stashed: nothing must be added to this
      * heap while it is being emptied. */
     h->hooked = 0;

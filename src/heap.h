@@ -233,6 +233,8 @@ struct hk_heap {
     uint8_t no_xfer;                      /* trim, or transfer lists going home: none is used */
     uint8_t draining;                     /* applying its own inbox (heap.c, hk_heap_keep) */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
+    struct hk_owner *give_up;             /* a parked record this thread's batches flooded
+                                           * (heap.c, hk_heap_give_up_wanted) */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
     /* Orphans' blocks on their way (see above): a list per small class, linked and marked
      * free, with the classes that have one in oclasses; orphan_n and orphan_bytes count them. */
