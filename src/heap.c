@@ -973,8 +973,8 @@ static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
         back += hk_free_again(h, head);
     }
     if (n > back) hk_count_pushes(h, n - back);
-    /* An owner with no heap may be parked: count what it is brought (hk_heap_give_up_wanted). */
-    if (HK_UNLIKELY(atomic_load_explicit(&b->to->heap, memory_order_relaxed) == NULL) &&
+    /* A parked owner: count what it is brought (hk_heap_give_up_wanted). */
+    if (HK_UNLIKELY(atomic_load_explicit(&b->to->parked, memory_order_relaxed)) &&
         atomic_fetch_add_explicit(&b->to->parked_pushes, n - back, memory_order_relaxed) +
                 (n - back) >= HK_PARKED_PUSHES_MAX &&
         !h->give_up)

@@ -72,6 +72,7 @@ void hk_owner_park(struct hk_owner *o, uint64_t now) {
     pthread_mutex_lock(&hk_owner_mutex);
     o->next_parked = hk_owner_parked_list;
     hk_owner_parked_list = o;
+    atomic_store_explicit(&o->parked, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
     pthread_mutex_unlock(&hk_owner_mutex);
 }
@@ -91,6 +92,7 @@ struct hk_owner *hk_owner_unpark(uint64_t older) {
         o = *pick;
         *pick = o->next_parked;
         o->next_parked = NULL;
+        atomic_store_explicit(&o->parked, 0, memory_order_relaxed);
         atomic_fetch_sub_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&hk_owner_mutex);
@@ -104,6 +106,7 @@ int hk_owner_unpark_this(struct hk_owner *o) {
         if (*pp == o) {
             *pp = o->next_parked;
             o->next_parked = NULL;
+            atomic_store_explicit(&o->parked, 0, memory_order_relaxed);
             atomic_fetch_sub_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
             found = 1;
             break;

@@ -32,7 +32,10 @@ struct hk_owner {
     _Atomic(void *) inbox[HK_LANES]; /* blocks freed remotely, linked as block.h says */
     struct hk_owner *next_free; /* recycling list */
     struct hk_owner *next_all;  /* every record ever made; set before it is published */
-    char pad[16];               /* one cache line for the inbox: pushers contend on it */
+    /* Set while the record is parked (heap.c, "Handover"), under the records' mutex: read by
+     * pushers on the line their push has just taken, not on the owner's line below. */
+    _Atomic unsigned char parked;
+    char pad[15];               /* one cache line for the inbox: pushers contend on it */
     /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record,
      * then flags the owner's heap; the heap says whether it is busy. */
     _Atomic unsigned claim;     /* nonzero while a helper holds the record */
