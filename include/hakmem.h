@@ -58,8 +58,10 @@ struct hak_stats {
     size_t orphan_lock, orphan_lock_waited;    /* the orphans' mutex, likewise */
     size_t xfer_lock, xfer_lock_waited;        /* the mid transfer lists' locks, likewise */
     size_t threads_started, threads_exited;    /* thread heaps set up and torn down */
-    size_t heaps_taken_over, heaps_given_up;  /* exited threads' heaps a new thread took over
-                                                * whole; given up (slabs to the pool or orphans) */
+    size_t heaps_taken_over, heaps_taken_in, heaps_given_up; /* exited threads' heaps: a new
+                                                * thread took one over whole; a thread that
+                                                * freed its blocks took one in; given up (its
+                                                * slabs to the pool or the orphans) */
     /* Memory lifecycle: free memory kept resident, and what went back to the OS. */
     size_t pool_empty_bytes_now;               /* EMPTY slabs in the pool (resident) */
     size_t pool_purged_bytes;                  /* EMPTY slab pages released (madvise) */

@@ -45,7 +45,8 @@
  * walk (hk_heap_cache_full): to the current slab's free list, the thread's other slabs, or
  * other threads; and the room is an eighth of the full one until malloc takes blocks again (for
  * blocks above 512 bytes, whose rooms are a few blocks, the newest half goes, as the room's
- * half). So the cache follows what the thread allocates, as a tcmalloc thread cache does: a
+ * half; for a class the thread has never allocated, everything goes and the room is 8
+ * blocks, HK_ROOM_FREER). So the cache follows what the thread allocates, as a tcmalloc thread cache does: a
  * thread whose mallocs and frees of a class balance reuses every block it frees, last freed
  * first, and one that frees more than it allocates sends the surplus home in batches. Before, a
  * free to another of the thread's slabs than the current one went onto that slab's free list,
@@ -81,7 +82,8 @@
  * briefly does not hold a slab of each for ever.
  *
  * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
- * soft cap for its class, and reused before any other; one more goes to the pool. Where a
+ * soft cap for its class, if the thread has allocated the class, and reused before any
+ * other; one more goes to the pool. Where a
  * mid class's cap is 0, a span that other threads' frees emptied (applied from the thread's
  * inbox) is kept all the same, one per class, for a tick or two (hk_heap_keep).
  * Kept slabs go to the pool once idle for the purge delay (checked on the thread's slow
@@ -235,6 +237,9 @@ struct hk_heap {
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     struct hk_owner *give_up;             /* a parked record this thread's batches flooded
                                            * (heap.c, hk_heap_give_up_wanted) */
+    struct hk_owner *park_to;             /* the parked record its batches went to last (only
+                                           * compared: it may be recycled meanwhile) */
+    uint32_t park_mine;                   /* blocks they brought it since */
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
     /* Orphans' blocks on their way (see above): a list per small class, linked and marked
      * free, with the classes that have one in oclasses; orphan_n and orphan_bytes count them. */
@@ -371,8 +376,9 @@ static inline void hk_heap_free_fast(const struct hk_owned *e, void *p, uintptr_
     hk_mark_as(p, mark);
     *head = p;
     /* A class's room is at least 1 whenever its table has an entry (a refill sets it before
-     * the first, and it is made up at 0), so 0 is the only bound to test, which is a single
-     * read-modify-write and a branch on its flags. */
+     * the first, an entry given to a slab taken over sets it, and it is made up at 0), so 0
+     * is the only bound to test, which is a single read-modify-write and a branch on its
+     * flags. */
     if (HK_UNLIKELY(--*(intptr_t *)(head + HK_NCLASS + 1) == 0)) hk_heap_cache_full(head);
 }
 #else

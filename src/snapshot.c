@@ -44,6 +44,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(threads_started);
     HK_LOAD(threads_exited);
     HK_LOAD(heaps_taken_over);
+    HK_LOAD(heaps_taken_in);
     HK_LOAD(heaps_given_up);
     HK_LOAD(os_mremap_bytes);
 #undef HK_LOAD
@@ -94,7 +95,8 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(pool_class_lock) X(pool_class_lock_waited)                                               \
     X(large_lock) X(large_lock_waited) X(orphan_lock) X(orphan_lock_waited)                    \
     X(xfer_lock) X(xfer_lock_waited)                                                           \
-    X(threads_started) X(threads_exited) X(heaps_taken_over) X(heaps_given_up)                 \
+    X(threads_started) X(threads_exited) X(heaps_taken_over) X(heaps_taken_in)                  \
+    X(heaps_given_up)                                                                          \
     X(counted) X(large_allocs) X(large_frees)
 
 /* Appends to buf at *n what fmt makes, if it fits. */
@@ -159,7 +161,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "bytes, SuperSlab cache %zu\n"
            "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
            "  os bytes: mmap %zu, munmap %zu, madvise %zu, mremap %zu; threads %zu started, %zu "
-           "exited (heaps taken over %zu, given up %zu)\n"
+           "exited (heaps taken over %zu, taken in %zu, given up %zu)\n"
            "  locks (acquisitions, waited): pool %zu, %zu; pool by class %zu, %zu; large %zu, %zu; "
            "orphans by class %zu, %zu; transfer lists %zu, %zu\n",
            (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
@@ -174,7 +176,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
            s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
            s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->threads_started,
-           s->threads_exited, s->heaps_taken_over, s->heaps_given_up, s->pool_lock, s->pool_lock_waited, s->pool_class_lock,
+           s->threads_exited, s->heaps_taken_over, s->heaps_taken_in, s->heaps_given_up, s->pool_lock, s->pool_lock_waited, s->pool_class_lock,
            s->pool_class_lock_waited, s->large_lock,
            s->large_lock_waited, s->orphan_lock, s->orphan_lock_waited, s->xfer_lock,
            s->xfer_lock_waited);

@@ -19,7 +19,8 @@ struct hk_counters {
     _Atomic size_t ss_unmapped;
     _Atomic size_t pool_lock, pool_lock_waited; /* pool mutex acquisitions, and those that waited */
     _Atomic size_t threads_started, threads_exited;
-    _Atomic size_t heaps_taken_over, heaps_given_up; /* exited threads' heaps (heap.c) */
+    _Atomic size_t heaps_taken_over, heaps_taken_in, heaps_given_up; /* exited threads' heaps
+                                                                      * (heap.c) */
     _Atomic size_t os_mremap_bytes;
     _Atomic size_t inbox_helps; /* idle threads' inboxes applied by other threads */
 };
