@@ -979,7 +979,9 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
 }
 
 static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p);
-static int hk_heap_init(struct hk_heap *h);
+static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want);
+/* Sets heap h up: it takes over the newest parked heap, if any (see "Handover"). */
+static int hk_heap_init(struct hk_heap *h) { return hk_heap_init_from(h, NULL); }
 
 /* Counts n blocks handed to other threads: by the thread where it has a record, not in a
  * shared atomic. */
@@ -1121,10 +1123,15 @@ static HK_NOINLINE void hk_free_home_slow(struct hk_heap *h, struct hk_slab *s, 
             return;
         } else {
             /* Small blocks travel in batches. A thread that frees before it allocates (a
-             * consumer) sets its heap up for that, as for orphans' blocks above. A mid block
-             * (32 KiB and more) goes alone, and so does every block of a thread whose exit
-             * would not flush its batches. */
-            if (!h->owner && !h->exiting) hk_heap_init(h);
+             * consumer) sets its heap up for that, as for orphans' blocks above, taking over
+             * the heap of the block's owner if that thread exited (the successor of a thread
+             * that takes apart what its predecessor left: larson's lanes): its frees of them
+             * are its own then. A mid block (32 KiB and more) goes alone, and so does every
+             * block of a thread whose exit would not flush its batches. */
+            if (!h->owner && !h->exiting) {
+                hk_heap_init_from(h, o);
+                if (h->owner == o) continue;
+            }
             if (s->cls < HK_NSMALL && h->hooked) {
                 hk_batch_add(h, o, p, s->bsize);
                 return;
@@ -1522,12 +1529,12 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
     }
 }
 
-static int hk_heap_init(struct hk_heap *h) {
+static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want) {
     if (!hk_init()) return 0;
     /* Start-up may allocate (pthread_atfork, the background thread): that nested call has set
      * this heap up already, and its slabs belong to the record it made. */
     if (h->owner) return 1;
-    struct hk_owner *parked = hk_owner_unpark(0);
+    struct hk_owner *parked = want && hk_owner_unpark_this(want) ? want : hk_owner_unpark(0);
     h->owner = parked ? parked : hk_owner_new();
     if (!h->owner) return 0;
     if (h->otab == &hk_owned_none) {

@@ -914,6 +914,61 @@ TEST(a_heap_nobody_takes_is_given_up_and_loses_nothing) {
            c.slabs_active_now, a.slabs_active_now);
 }
 
+/* A thread whose first call frees a block of an exited thread's parked heap takes that heap
+ * over, not the newest one: a successor that takes apart what its predecessor left (larson's
+ * lanes) then frees it as its own. */
+static void *hh_a[64], *hh_b[64];
+static int hh_own_a, hh_own_b;
+
+static void *hh_alloc_a(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 64; i++) hh_a[i] = hak_malloc(80);
+    return NULL;
+}
+
+static atomic_int hh_b_ready, hh_b_go;
+
+/* Set up while a's thread lives, so that it does not take a's heap over; exits after it. */
+static void *hh_alloc_b(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 64; i++) hh_b[i] = hak_malloc(80);
+    atomic_store(&hh_b_ready, 1);
+    while (!atomic_load(&hh_b_go)) usleep(100);
+    return NULL;
+}
+
+static void *hh_free_a_first(void *arg) {
+    (void)arg;
+    hak_free(hh_a[0]); /* the thread's first call: its heap is set up here */
+    struct hk_owner *me = hk_tls.owner;
+    hh_own_a = atomic_load_explicit(&hk_slab_of((uintptr_t)hh_a[1])->owner,
+                                    memory_order_relaxed) == me;
+    hh_own_b = atomic_load_explicit(&hk_slab_of((uintptr_t)hh_b[0])->owner,
+                                    memory_order_relaxed) == me;
+    for (int i = 1; i < 64; i++) hak_free(hh_a[i]);
+    return NULL;
+}
+
+TEST(a_thread_that_first_frees_a_parked_heaps_block_takes_that_heap_over) {
+    hk_heap_give_up_all();
+    pthread_t t, tb;
+    pthread_create(&tb, NULL, hh_alloc_b, NULL);
+    while (!atomic_load(&hh_b_ready)) usleep(100);
+    pthread_create(&t, NULL, hh_alloc_a, NULL);
+    pthread_join(t, NULL);
+    atomic_store(&hh_b_go, 1);
+    pthread_join(tb, NULL); /* parked after a's: the newest */
+    struct hak_stats a = stats();
+    pthread_create(&t, NULL, hh_free_a_first, NULL);
+    pthread_join(t, NULL);
+    struct hak_stats b = stats();
+    CHECKF(b.heaps_taken_over == a.heaps_taken_over + 1, "%zu heaps taken over",
+           b.heaps_taken_over - a.heaps_taken_over);
+    CHECK(hh_own_a && !hh_own_b);
+    for (int i = 0; i < 64; i++) hak_free(hh_b[i]);
+    hk_heap_give_up_all();
+}
+
 enum { TI_N = 60000, TI_SIZE = 48 };
 static void *ti_blocks[TI_N];
 
@@ -1317,6 +1372,7 @@ int main(void) {
     RUN(an_exited_threads_heap_goes_whole_to_the_next_thread);
     RUN(a_heap_nobody_takes_is_given_up_and_loses_nothing);
     RUN(a_thread_that_frees_an_exited_threads_blocks_takes_its_heap_in);
+    RUN(a_thread_that_first_frees_a_parked_heaps_block_takes_that_heap_over);
     RUN(thread_churn_keeps_memory_flat);
     RUN(producer_consumer_every_free_remote);
     RUN(a_producer_takes_back_the_spans_its_consumer_emptied);
