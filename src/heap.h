@@ -46,12 +46,13 @@
  * other threads; and the room is an eighth of the full one until malloc takes blocks again (for
  * blocks above 512 bytes, whose rooms are a few blocks, the newest half goes, as the room's
  * half; for a class the thread has never allocated, everything goes and the room is 8
- * blocks, HK_ROOM_FREER). So the cache follows what the thread allocates, as a tcmalloc thread cache does: a
- * thread whose mallocs and frees of a class balance reuses every block it frees, last freed
- * first, and one that frees more than it allocates sends the surplus home in batches. Before, a
- * free to another of the thread's slabs than the current one went onto that slab's free list,
- * to be handed out only once the slab was current again, its lines long cold (scatter, blocks
- * of 8 bytes to 16 KiB, 4 to 64 to a slab: 1.2 times the speed now). A valid small block that
+ * blocks, HK_ROOM_FREER). So the cache follows what the thread allocates, as a tcmalloc
+ * thread cache does: a thread whose mallocs and frees of a class balance reuses every block
+ * it frees, last freed first, and one that frees more than it allocates sends the surplus
+ * home in batches. Before, a free to another of the thread's slabs than the current one went
+ * onto that slab's free list, to be handed out only once the slab was current again, its
+ * lines long cold (scatter, blocks of 8 bytes to 16 KiB, 4 to 64 to a slab: 1.2 times the
+ * speed now). A valid small block that
  * the owned-slab table misses goes into the cache the same way (the stash) if the thread
  * allocates its class (it has a current slab of it), and so does another live thread's mid
  * block, up to HK_MID_ROOM_BYTES of the class: its owner may not run for a while, and a block
@@ -83,9 +84,9 @@
  *
  * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
  * soft cap for its class, if the thread has allocated the class, and reused before any
- * other; one more goes to the pool. Where a
- * mid class's cap is 0, a span that other threads' frees emptied (applied from the thread's
- * inbox) is kept all the same, one per class, for a tick or two (hk_heap_keep).
+ * other; one more goes to the pool. Where a mid class's cap is 0, a span that other threads'
+ * frees emptied (applied from the thread's inbox) is kept all the same, one per class, for a
+ * tick or two (hk_heap_keep).
  * Kept slabs go to the pool once idle for the purge delay (checked on the thread's slow
  * paths), beyond the cap at a tick, on malloc_trim, and at thread exit, when the cache
  * is returned to its slab, empty slabs are released and the rest is handed over whole to
