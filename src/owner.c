@@ -62,55 +62,54 @@ void hk_owner_retire(struct hk_owner *o) {
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
-/* Parked records, newest first (linked by next_parked), under the records' mutex. */
-static struct hk_owner *hk_owner_parked_list;
+/* Parked records, newest first, doubly linked (next_parked, prev_parked) under the records'
+ * mutex: a thread's start takes the newest, a tick the oldest, a free's successor or a
+ * flooded record a given one, each in constant time however many threads just exited. */
+static struct hk_owner *hk_owner_parked_head, *hk_owner_parked_tail;
 static _Atomic unsigned hk_owner_nparked;
 
 void hk_owner_park(struct hk_owner *o, uint64_t now) {
     o->parked_at = now;
     atomic_store_explicit(&o->parked_pushes, 0, memory_order_relaxed);
     pthread_mutex_lock(&hk_owner_mutex);
-    o->next_parked = hk_owner_parked_list;
-    hk_owner_parked_list = o;
+    o->prev_parked = NULL;
+    o->next_parked = hk_owner_parked_head;
+    if (hk_owner_parked_head) hk_owner_parked_head->prev_parked = o;
+    else hk_owner_parked_tail = o;
+    hk_owner_parked_head = o;
     atomic_store_explicit(&o->parked, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 
+/* Under the mutex: takes parked record o off the list. */
+static void hk_owner_unlink_parked(struct hk_owner *o) {
+    if (o->prev_parked) o->prev_parked->next_parked = o->next_parked;
+    else hk_owner_parked_head = o->next_parked;
+    if (o->next_parked) o->next_parked->prev_parked = o->prev_parked;
+    else hk_owner_parked_tail = o->prev_parked;
+    o->next_parked = o->prev_parked = NULL;
+    atomic_store_explicit(&o->parked, 0, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
+}
+
 struct hk_owner *hk_owner_unpark(uint64_t older) {
     if (!hk_owner_parked()) return NULL;
     pthread_mutex_lock(&hk_owner_mutex);
-    struct hk_owner **pick = NULL;
-    if (older == 0) {
-        if (hk_owner_parked_list) pick = &hk_owner_parked_list;
-    } else {
-        for (struct hk_owner **pp = &hk_owner_parked_list; *pp; pp = &(*pp)->next_parked)
-            if ((*pp)->parked_at < older) pick = pp; /* the last such is the oldest */
-    }
-    struct hk_owner *o = NULL;
-    if (pick) {
-        o = *pick;
-        *pick = o->next_parked;
-        o->next_parked = NULL;
-        atomic_store_explicit(&o->parked, 0, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
-    }
+    struct hk_owner *o = older == 0 ? hk_owner_parked_head : hk_owner_parked_tail;
+    if (o && older != 0 && o->parked_at >= older) o = NULL; /* the oldest is not old enough */
+    if (o) hk_owner_unlink_parked(o);
     pthread_mutex_unlock(&hk_owner_mutex);
     return o;
 }
 
 int hk_owner_unpark_this(struct hk_owner *o) {
-    int found = 0;
+    /* The flag changes under the mutex only: a record that reads as not parked here is not,
+     * or is being parked or taken this instant, and either way is not this caller's. */
+    if (!atomic_load_explicit(&o->parked, memory_order_relaxed)) return 0;
     pthread_mutex_lock(&hk_owner_mutex);
-    for (struct hk_owner **pp = &hk_owner_parked_list; *pp; pp = &(*pp)->next_parked)
-        if (*pp == o) {
-            *pp = o->next_parked;
-            o->next_parked = NULL;
-            atomic_store_explicit(&o->parked, 0, memory_order_relaxed);
-            atomic_fetch_sub_explicit(&hk_owner_nparked, 1, memory_order_relaxed);
-            found = 1;
-            break;
-        }
+    int found = atomic_load_explicit(&o->parked, memory_order_relaxed);
+    if (found) hk_owner_unlink_parked(o);
     pthread_mutex_unlock(&hk_owner_mutex);
     return found;
 }

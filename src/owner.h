@@ -49,7 +49,7 @@ struct hk_owner {
     struct hk_slab *park_partial[HK_NCLASS], *park_full[HK_NCLASS];
     uint64_t parked_at;
     _Atomic uint32_t parked_pushes; /* blocks other threads' batches brought it while parked */
-    struct hk_owner *next_parked;
+    struct hk_owner *next_parked, *prev_parked; /* the parked list, newest first */
 } __attribute__((aligned(64)));
 
 /* A record with an open, empty inbox; NULL when no memory is left. */
