@@ -22,7 +22,8 @@
 #define HK_CLS_NONE HK_NCLASS        /* sentinel class of a slab that serves nothing */
 #define HK_SMALL_MAX ((size_t)32768) /* largest small request */
 #define HK_MID_MAX ((size_t)1 << 20) /* largest mid request; larger ones are large blocks */
-#define HK_TABLE_MAX ((size_t)1024)  /* sizes resolved by one table load */
+#define HK_TABLE_MAX ((size_t)1024)  /* sizes hk_class_table resolves */
+#define HK_FAST_MAX HK_SMALL_MAX     /* sizes a thread's copy resolves: malloc's fast path */
 #define HK_SPAN_MAX_SLOTS 16         /* longest span (1 MiB) */
 
 /* hk_class_table[(n + 15) / 16] for n <= 1024: the smallest class whose size is >= n. The

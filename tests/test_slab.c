@@ -515,6 +515,37 @@ TEST(pointer_to_slab_is_arithmetic) {
     hak_free(p);
 }
 
+/* malloc's fast path resolves every small size by the thread's class table (heap.h), up to
+ * 32 KiB: each size gets the smallest class that fits, in a thread whose first call asks for
+ * a size above the table's fixed part too (its entries are set when the heap is set up). */
+static int fc_first_class, fc_first_want;
+
+static void *fc_first_call_is_big(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(5000);
+    fc_first_class = p ? hk_slab_of((uintptr_t)p)->cls : -1;
+    fc_first_want = (int)hk_class_of(5000);
+    hak_free(p);
+    return NULL;
+}
+
+TEST(every_small_size_gets_its_smallest_class) {
+    pthread_t t;
+    pthread_create(&t, NULL, fc_first_call_is_big, NULL);
+    pthread_join(t, NULL);
+    CHECKF(fc_first_class == fc_first_want, "class %d, want %d", fc_first_class, fc_first_want);
+    for (size_t n = 1; n <= HK_FAST_MAX; n++) {
+        void *p = hak_malloc(n);
+        unsigned c = hk_slab_of((uintptr_t)p)->cls;
+        CHECKF(c == hk_class_of(n) && hk_class_size[c] >= n, "n=%zu class %u", n, c);
+        /* From the table, not the refill that finds the class when the table has none. */
+        CHECKF(hk_counting || hk_tls.class_table[(n + 15) >> 4] == c, "n=%zu: the table says %u", n,
+               hk_tls.class_table[(n + 15) >> 4]);
+        hak_free(p);
+        if (c != hk_class_of(n)) return;
+    }
+}
+
 int main(void) {
     TEST_MAIN_BEGIN("slab");
     RUN(carving_is_lazy);
@@ -534,5 +565,6 @@ int main(void) {
     RUN(a_superslab_is_one_mapping_where_the_kernel_aligns);
     RUN(large_blocks_grow_without_copying);
     RUN(pointer_to_slab_is_arithmetic);
+    RUN(every_small_size_gets_its_smallest_class);
     TEST_MAIN_END();
 }
