@@ -44,8 +44,7 @@ HK_TLS struct hk_heap hk_tls = {
     .oslab = hk_oslab_none,
 #define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
     .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
-    .class_table = {HK_CLASS_TABLE_INIT,
-                    [HK_TABLE_MAX / 16 + 1 ... HK_FAST_MAX / 16] = HK_CLS_NONE},
+    .class_table = {HK_CLASS_TABLE_INIT},
 #ifndef HK_HARDENED
     .room_full = {HK_SMALL_SIZES(HK_ROOM_OF) HK_MID_SIZES(HK_MID_ROOM_OF)},
 #endif
@@ -1559,9 +1558,6 @@ static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want) {
      * cache is always empty, and the refill counts and serves the real class. */
     if (hk_counting)
         for (size_t i = 0; i < sizeof h->class_table; i++) h->class_table[i] = HK_CLS_NONE;
-    else
-        for (size_t i = HK_TABLE_MAX / 16 + 1; i < sizeof h->class_table; i++)
-            h->class_table[i] = (uint8_t)hk_class_of_log(i * 16);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "start (a thread's heap is set up)", "owner@", (uintptr_t)h->owner,
                  NULL, 0, NULL, 0);

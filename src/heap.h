@@ -207,10 +207,6 @@ struct hk_heap {
     struct hk_slab *partial_tail[HK_NCLASS];
     struct hk_slab *full[HK_NCLASS];      /* owned slabs without */
     struct hk_slab *retained[HK_NCLASS];  /* owned empty slabs, most recently emptied first */
-    /* Class of a request of n <= HK_FAST_MAX bytes, at [(n + 15) / 16], for malloc's fast
-     * path: up to HK_TABLE_MAX a copy of hk_class_table, above it set when the heap is set up
-     * (HK_CLS_NONE before, whose cache is always empty: the refill finds the class). */
-    uint8_t class_table[HK_FAST_MAX / 16 + 1];
     uint16_t nretained[HK_NCLASS];
     uint64_t retained_mask;               /* classes with retained slabs */
     uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
@@ -250,6 +246,9 @@ struct hk_heap {
     void *olist[HK_NSMALL];
     uint64_t oclasses;
     uint32_t orphan_n, orphan_bytes;
+    /* Copy of hk_class_table, for malloc's fast path: 2,049 bytes, kept after the other fields
+     * so as not to push them apart. */
+    uint8_t class_table[HK_TABLE_MAX / 16 + 1];
 #ifndef HK_HARDENED
     /* Each class's full room for this thread (see "Reuse"): the class's first room, grown for
      * a class that the thread allocates in waves longer than it (hk_room_grow). Slow paths
@@ -278,7 +277,7 @@ size_t hk_heap_table_size(void) HK_INTERNAL;
 
 /* malloc slow path for class c: refills the cache, then pops. NULL with ENOMEM on failure. */
 void *hk_heap_refill(unsigned c) HK_INTERNAL;
-/* malloc's slow path for a request of n <= HK_FAST_MAX bytes (counted when hk_counting). */
+/* malloc's slow path for a request of n <= HK_TABLE_MAX bytes (counted when hk_counting). */
 void *hk_heap_refill_size(size_t n) HK_INTERNAL;
 /* Counts an allocation of class c made by the calling thread (when hk_counting). */
 void hk_heap_count_alloc(unsigned c) HK_INTERNAL;
@@ -349,7 +348,7 @@ static inline int hk_link_ok_small(const void *b, const void *n, unsigned c) {
 /* Reports the cache of class c as corrupt at block b; then (with HAKMEM_ON_ERROR=warn: by
  * default the report aborts) drops the cache and allocates from a refill. */
 void *hk_heap_corrupt(unsigned c, void *b) HK_INTERNAL HK_COLD;
-/* The same for the class the thread's class table gives a request of n <= HK_FAST_MAX bytes
+/* The same for the class the thread's class table gives a request of n <= HK_TABLE_MAX bytes
  * (malloc's fast path: it keeps n, not the class, at hand for the call). */
 void *hk_heap_corrupt_size(size_t n, void *b) HK_INTERNAL HK_COLD;
 

@@ -73,10 +73,8 @@ static inline size_t hk_guard_request(size_t n) {
 /* A guarded block of class c for a request of n bytes, from the heap's slow path. While
  * counting, every small request comes here with the empty class HK_CLS_NONE (heap.c). */
 static HK_NOINLINE void *hk_guarded_refill(unsigned c, size_t n) {
-    /* Other callers count for themselves; HK_CLS_NONE also comes before the heap is set up
-     * (the thread's class table above HK_TABLE_MAX, heap.h). */
-    int counted_here = c == HK_CLS_NONE && hk_counting;
-    if (c == HK_CLS_NONE) c = hk_class_of(n + HK_GUARD_ROOM);
+    int counted_here = c == HK_CLS_NONE; /* other callers count for themselves */
+    if (counted_here) c = hk_class_of(n + HK_GUARD_ROOM);
     void *p = hk_heap_refill(c);
     if (p) hk_guard_arm(p, n, hk_class_size[c]);
     if (counted_here && p) hk_heap_count_alloc(c);
@@ -109,7 +107,7 @@ static inline void *hk_guarded_alloc(unsigned c, size_t n, int small) {
 
 HK_EXPORT void *hak_malloc(size_t n) {
     size_t m = hk_guard_request(n);
-    if (HK_LIKELY(m && m <= HK_FAST_MAX))
+    if (HK_LIKELY(m && m <= HK_TABLE_MAX))
         return hk_guarded_alloc(hk_tls.class_table[(m + 15) >> 4], n, 1);
     if (m && m <= HK_MID_MAX) {
         unsigned c = hk_class_of_log(m);
@@ -127,7 +125,7 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
 }
 
 HK_EXPORT void *hak_malloc(size_t n) {
-    if (HK_LIKELY(n <= HK_FAST_MAX)) {
+    if (HK_LIKELY(n <= HK_TABLE_MAX)) {
         struct hk_heap *h = hk_heap_here();
         unsigned c = h->class_table[(n + 15) >> 4];
         void *b = h->free[c];

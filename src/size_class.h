@@ -22,19 +22,32 @@
 #define HK_CLS_NONE HK_NCLASS        /* sentinel class of a slab that serves nothing */
 #define HK_SMALL_MAX ((size_t)32768) /* largest small request */
 #define HK_MID_MAX ((size_t)1 << 20) /* largest mid request; larger ones are large blocks */
-#define HK_TABLE_MAX ((size_t)1024)  /* sizes hk_class_table resolves */
-#define HK_FAST_MAX HK_SMALL_MAX     /* sizes a thread's copy resolves: malloc's fast path */
+#define HK_TABLE_MAX HK_SMALL_MAX    /* sizes resolved by one table load: every small one */
 #define HK_SPAN_MAX_SLOTS 16         /* longest span (1 MiB) */
 
-/* hk_class_table[(n + 15) / 16] for n <= 1024: the smallest class whose size is >= n. The
+/* hk_class_table[(n + 15) / 16] for n <= 32 KiB: the smallest class whose size is >= n. The
  * fast path reads a copy of it kept in each thread's heap (heap.h), which saves an address
- * computation; both copies come from this one definition. */
+ * computation; both copies come from this one definition. Above 1 KiB a class is a multiple
+ * of 256 bytes, so it spans whole runs of 16-byte steps: HK_X16(c) is 16 entries of c. Up to
+ * 1 KiB only, requests of 1..32 KiB took a call and the class arithmetic: 43 instructions
+ * a malloc against 16. */
+#define HK_X4(c) c, c, c, c,
+#define HK_X16(c) HK_X4(c) HK_X4(c) HK_X4(c) HK_X4(c)
+#define HK_X32(c) HK_X16(c) HK_X16(c)
+#define HK_X64(c) HK_X32(c) HK_X32(c)
+#define HK_X128(c) HK_X64(c) HK_X64(c)
+#define HK_X256(c) HK_X128(c) HK_X128(c)
 #define HK_CLASS_TABLE_INIT                                                                    \
     0, 0, 1, 2, 3, 4, 5, 6, 7,                                      /* n <= 128 */          \
     8, 8, 9, 9, 10, 10, 11, 11,                                     /* 129..256 */          \
     12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15, /* 257..512 */          \
     16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17, 17, /* 513..768 */          \
-    18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19  /* 769..1024 */
+    18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19, /* 769..1024 */         \
+    HK_X16(20) HK_X16(21) HK_X16(22) HK_X16(23)                     /* ..2 KiB */           \
+    HK_X32(24) HK_X32(25) HK_X32(26) HK_X32(27)                     /* ..4 KiB */           \
+    HK_X64(28) HK_X64(29) HK_X64(30) HK_X64(31)                     /* ..8 KiB */           \
+    HK_X128(32) HK_X128(33) HK_X128(34) HK_X128(35)                 /* ..16 KiB */          \
+    HK_X256(36) HK_X256(37) HK_X256(38) HK_X256(39)                 /* ..32 KiB */
 
 /* The class sizes, small then mid, as X-macro lists: the size table and the thread heap's
  * block-start divisors (heap.h) both come from them. */

@@ -517,7 +517,7 @@ TEST(pointer_to_slab_is_arithmetic) {
 
 /* malloc's fast path resolves every small size by the thread's class table (heap.h), up to
  * 32 KiB: each size gets the smallest class that fits, in a thread whose first call asks for
- * a size above the table's fixed part too (its entries are set when the heap is set up). */
+ * one above 1 KiB too (where the table stopped before). */
 static int fc_first_class, fc_first_want;
 
 static void *fc_first_call_is_big(void *arg) {
@@ -534,7 +534,7 @@ TEST(every_small_size_gets_its_smallest_class) {
     pthread_create(&t, NULL, fc_first_call_is_big, NULL);
     pthread_join(t, NULL);
     CHECKF(fc_first_class == fc_first_want, "class %d, want %d", fc_first_class, fc_first_want);
-    for (size_t n = 1; n <= HK_FAST_MAX; n++) {
+    for (size_t n = 1; n <= HK_TABLE_MAX; n++) {
         void *p = hak_malloc(n);
         unsigned c = hk_slab_of((uintptr_t)p)->cls;
         CHECKF(c == hk_class_of(n) && hk_class_size[c] >= n, "n=%zu class %u", n, c);
