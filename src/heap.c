@@ -1658,8 +1658,8 @@ static void hk_heap_teardown(struct hk_heap *h) {
     hk_heap_enter(h);
     HK_STAT_INC(threads_exited);
     if (HK_TRACING(HK_T_THREAD))
-        hk_trace(HK_T_THREAD, "exit (a thread's heap is handed over)", "owner@", (uintptr_t)h->owner,
-                 NULL, 0, NULL, 0);
+        hk_trace(HK_T_THREAD, "exit (a thread's heap is handed over)", "owner@",
+                 (uintptr_t)h->owner, NULL, 0, NULL, 0);
     uint64_t now = hk_now_ms();
     /* Stashes and caches first, while other threads' blocks still travel in batches; nothing
      * is stashed again from here on. */

@@ -176,7 +176,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
            s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
            s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->threads_started,
-           s->threads_exited, s->heaps_taken_over, s->heaps_taken_in, s->heaps_given_up, s->pool_lock, s->pool_lock_waited, s->pool_class_lock,
+           s->threads_exited, s->heaps_taken_over, s->heaps_taken_in, s->heaps_given_up,
+           s->pool_lock, s->pool_lock_waited, s->pool_class_lock,
            s->pool_class_lock_waited, s->large_lock,
            s->large_lock_waited, s->orphan_lock, s->orphan_lock_waited, s->xfer_lock,
            s->xfer_lock_waited);

@@ -2,9 +2,9 @@
  * Four threads each allocate N blocks of 200, 1500 and 50000 bytes and 2 large blocks; each
  * hands half of every kind to the main thread, frees a quarter itself, and exits holding the
  * last quarter (so those stay live). The main thread frees what it was handed after the
- * threads have exited and a trim has given their heaps up (frees of slabs it does not own). Per class, the report must then show
- * 4N allocations, 3N frees of which 2N remote, and N live blocks more than a run with N = 0;
- * and 8 large blocks allocated, 4 freed. */
+ * threads have exited and a trim has given their heaps up (frees of slabs it does not own).
+ * Per class, the report must then show 4N allocations, 3N frees of which 2N remote, and N
+ * live blocks more than a run with N = 0; and 8 large blocks allocated, 4 freed. */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
