@@ -23,35 +23,16 @@ int main(int argc, char **argv)
     rng_t r;
     rng_seed(&r, seed, 1);
     long rss_start = current_rss_kb();
-    size_t cap = 4096, n = 0;
+    size_t cap = 4096;
     void **blk = xmalloc(cap * sizeof *blk);
-    uint64_t target = mib << 20, total = 0;
 
     double t0 = now_sec();
-    while (total < target) {
-        size_t sz = (size_t)rng_log_range(&r, 16, 256 * 1024);
-        if (n == cap) {
-            void **nb = realloc(blk, 2 * cap * sizeof *blk);
-            if (nb == NULL)
-                die("realloc(%zu) returned NULL", 2 * cap * sizeof *blk);
-            blk = nb;
-            cap *= 2;
-        }
-        void *p = xmalloc(sz);
-        touch_pages(p, sz, (unsigned char)n);
-        blk[n++] = p;
-        total += sz;
-    }
+    size_t n = fill_blocks(&r, &blk, &cap, mib << 20, 16, 256 * 1024);
     double t1 = now_sec();
     long rss_peak = current_rss_kb();
 
     /* free in a random (but deterministic) order */
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)rng_below(&r, i);
-        void *tmp = blk[i - 1];
-        blk[i - 1] = blk[j];
-        blk[j] = tmp;
-    }
+    shuffle_ptrs(&r, blk, n);
     double t2 = now_sec();
     for (size_t i = 0; i < n; i++)
         free(blk[i]);

@@ -268,6 +268,41 @@ static inline uint64_t rng_log_range(rng_t *r, uint64_t lo, uint64_t hi)
     return s;
 }
 
+/* Allocates blocks of lo..hi bytes (log-uniform), writing one byte per page, until they hold
+ * at least target bytes, into *blk (*cap entries, doubled by realloc as needed). Returns how
+ * many. */
+static inline size_t fill_blocks(rng_t *r, void ***blk, size_t *cap, uint64_t target,
+                                 uint64_t lo, uint64_t hi)
+{
+    size_t n = 0;
+    for (uint64_t total = 0; total < target;) {
+        size_t sz = (size_t)rng_log_range(r, lo, hi);
+        if (n == *cap) {
+            void **nb = realloc(*blk, 2 * *cap * sizeof **blk);
+            if (nb == NULL)
+                die("realloc(%zu) returned NULL", 2 * *cap * sizeof **blk);
+            *blk = nb;
+            *cap *= 2;
+        }
+        void *p = xmalloc(sz);
+        touch_pages(p, sz, (unsigned char)n);
+        (*blk)[n++] = p;
+        total += sz;
+    }
+    return n;
+}
+
+/* Shuffles a[0..n) (Fisher-Yates), deterministically for a given generator state. */
+static inline void shuffle_ptrs(rng_t *r, void **a, size_t n)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)rng_below(r, i);
+        void *tmp = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = tmp;
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* time and memory                                                     */
 /* ------------------------------------------------------------------ */

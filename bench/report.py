@@ -105,6 +105,10 @@ def notes_for(bench, extras):
         first, end = med("rss_first_kb"), med("rss_end_kb")
         if first is not None and end is not None:
             return "RSS %s MiB after round 1, %s MiB at end" % (mib(first), mib(end))
+    if bench.startswith("waves"):
+        flt, idle = med("faults_after_round1"), med("idle_rss_kb")
+        if flt is not None and idle is not None:
+            return "%d faults after round 1, RSS %s MiB in pauses" % (flt, mib(idle))
     if bench.startswith("tight"):
         ns = med("ns_per_pair")
         if ns is not None:

@@ -92,6 +92,7 @@ BENCH_DEFS=(
     "large_many:large|0|5000 1024 4096 1024 42|20000 1024 4096 1024 42"
     "large_swap|1|@T@ 50000 64 1024 4096 42|@T@ 200000 64 1024 4096 42"
     "big_zero|0|50 5 25 42|300 5 25 42"
+    "waves|0|8 32 100 42|20 64 300 42"
     "teardown|0|500000 4 16 128 random 42|2000000 5 16 128 random 42"
     "teardown_handoff:teardown|0|500000 4 16 128 random 42 1|2000000 5 16 128 random 42 1"
 )
