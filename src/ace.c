@@ -13,7 +13,7 @@
 #define HK_ACE_CALM 50         /* windows without refaults before the delay halves (5 s) */
 #define HK_ACE_CG_WINDOWS 10   /* the cgroup's usage is read once a second */
 #define HK_POOL_FLOOR ((size_t)4 << 20)
-#define HK_LARGE_FLOOR ((size_t)64 << 20)
+#define HK_LARGE_FLOOR ((size_t)16 << 20)
 #define HK_SS_BYTES ((size_t)2 << 20)
 #define HK_LARGE_SHARE_MIN 2   /* room for free memory split between live blocks */
 #define HK_LARGE_SHARE_MAX 8
