@@ -24,7 +24,7 @@ static struct {
     struct hk_pool_demand last;
     uint64_t last_large_refault;
     size_t pool_drawn[HK_ACE_HISTORY], large_drawn[HK_ACE_HISTORY]; /* drawdowns */
-    size_t large_peak[HK_ACE_HISTORY];
+    size_t large_peak[HK_ACE_HISTORY], pool_peak[HK_ACE_HISTORY];
     unsigned hist;
     uint16_t quiet[HK_NCLASS];
     unsigned calm;
@@ -134,8 +134,10 @@ void hk_ace_update(uint64_t now) {
     hk_ace.pool_drawn[h] = pd.drawn_bytes;
     hk_ace.large_drawn[h] = ld.drawn_bytes;
     hk_ace.large_peak[h] = ld.peak_live_bytes;
+    hk_ace.pool_peak[h] = pd.peak_bytes;
     size_t pool_budget = hk_max_of(hk_ace.pool_drawn, HK_ACE_HISTORY);
     size_t large_budget = hk_max_of(hk_ace.large_drawn, HK_ACE_HISTORY);
+    size_t pool_peak = hk_max_of(hk_ace.pool_peak, HK_ACE_HISTORY);
     size_t large_share = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
     size_t large_max = (size_t)hk_cfg.large_cache_mb << 20;
     large_share *= hk_ace.large_share;
@@ -163,7 +165,7 @@ void hk_ace_update(uint64_t now) {
                      usage);
     }
     uint64_t delay = hk_ace.delay;
-    unsigned ss_cache = hk_cfg.ss_cache, share = 4;
+    unsigned ss_cache = hk_cfg.ss_cache, share = HK_POOL_SHARE;
     size_t large_cap = (size_t)hk_cfg.large_cache_mb << 20;
     if (hk_ace.pressure == 1) {
         pool_budget /= 4;
@@ -198,5 +200,6 @@ void hk_ace_update(uint64_t now) {
     atomic_store_explicit(&hk_pol.large_budget, large_budget, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.ss_cache, ss_cache, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.pool_share, share, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.pool_peak, pool_peak, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_cap, large_cap, memory_order_relaxed);
 }

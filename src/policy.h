@@ -12,6 +12,9 @@
 #include "common.h"
 #include "size_class.h"
 
+/* The pool's share without cgroup pressure; the recent peak holds only there. */
+#define HK_POOL_SHARE 4
+
 struct hk_policy {
     /* Empty slabs of each class a thread keeps for itself (its soft cap): releasing one more
      * takes it to the pool. Never makes an allocation fail. */
@@ -24,11 +27,13 @@ struct hk_policy {
     _Atomic size_t pool_budget, large_budget;
     /* With ACE, each tier also keeps what its demand calls for right now, which ACE cannot
      * see before its next window: the pool up to pool_share times its ACTIVE bytes and up to
-     * the EMPTY bytes taken again since the window began (and as many free SuperSlabs as that
+     * the EMPTY bytes taken again since the window began, and up to pool_peak (or the peak
+     * since the window began) less its ACTIVE bytes (and as many free SuperSlabs as that
      * makes); the large tier up to twice the peak of its live bytes since then, at most
      * large_cap. 0 without ACE. */
     _Atomic int demand;
-    _Atomic unsigned pool_share;          /* 4; less near a cgroup limit */
+    _Atomic unsigned pool_share;          /* HK_POOL_SHARE; less near a cgroup limit */
+    _Atomic size_t pool_peak;             /* the most ACTIVE bytes in ACE's last 32 windows */
     _Atomic size_t large_cap;             /* HAKMEM_LARGE_CACHE_MB, or less under pressure */
     _Atomic unsigned ss_cache;            /* fully free SuperSlabs kept mapped */
 };

@@ -28,6 +28,7 @@ static struct hk_slab *hk_age_head, *hk_age_tail; /* every EMPTY slab, oldest fi
 static struct hk_superslab *hk_partial[HK_SLABS];
 static struct hk_superslab *hk_cache_head, *hk_cache_tail; /* no ACTIVE slot, newest first */
 static size_t hk_ncache, hk_nss, hk_nactive_slots, hk_empty_bytes;
+static size_t hk_peak_slots; /* the most ACTIVE slots since ACE last read them */
 static uint64_t hk_acquired[HK_NCLASS], hk_released[HK_NCLASS];
 static uint64_t hk_refault_bytes, hk_purged_bytes;
 static struct hk_drawdown hk_drawn; /* of the EMPTY bytes (drawdown.h) */
@@ -351,6 +352,7 @@ static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned
     ss->avail &= ~hk_run_mask(i, k);
     __atomic_store_n(&ss->nactive, ss->nactive + k, __ATOMIC_RELAXED);
     hk_nactive_slots += k;
+    if (hk_nactive_slots > hk_peak_slots) hk_peak_slots = hk_nactive_slots;
     s->nslots = (uint8_t)k;
     s->list = HK_LIST_NONE;
     hk_ss_relist(ss, now);
@@ -443,9 +445,10 @@ again:
 /* --- release and decay ---------------------------------------------------------------------- */
 
 /* EMPTY bytes kept regardless of age: the policy's budget, or with ACE what demand calls for
- * now: a multiple of the ACTIVE bytes (a program that shrinks and grows again finds its memory
- * resident; one that has freed nearly everything, as after a burst, does not keep it), and
- * the drawdown of the EMPTY bytes in this window so far. */
+ * now: a multiple of the ACTIVE bytes, the drawdown of the EMPTY bytes in this window so far,
+ * and (without cgroup pressure) what brings the ACTIVE bytes back to their recent peak: a
+ * program working in waves finds the last wave's memory resident, whichever slots the next
+ * wave's spans fall on, and a burst that is over goes back when idle for the purge delay. */
 static size_t hk_pool_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
@@ -453,6 +456,12 @@ static size_t hk_pool_budget(void) {
     size_t active = (hk_nactive_slots - hk_front_slots()) * HK_SLAB_SIZE;
     size_t drawn = hk_drawn.max;
     if (share && active * share > budget) budget = active * share;
+    if (share >= HK_POOL_SHARE) {
+        size_t peak = atomic_load_explicit(&hk_pol.pool_peak, memory_order_relaxed);
+        size_t now_peak = hk_peak_slots * HK_SLAB_SIZE;
+        if (now_peak > peak) peak = now_peak;
+        if (peak > active && peak - active > budget) budget = peak - active;
+    }
     return share && drawn > budget ? drawn : budget;
 }
 
@@ -642,6 +651,8 @@ void hk_pool_demand(struct hk_pool_demand *out) {
     hk_pool_lock();
     for (unsigned c = 0; c < HK_NCLASS; c++) hk_class_counts(c, &out->acquire[c], &out->release[c]);
     out->drawn_bytes = hk_drawdown_read(&hk_drawn);
+    out->peak_bytes = hk_peak_slots * HK_SLAB_SIZE;
+    hk_peak_slots = hk_nactive_slots;
     out->refault_bytes = hk_refault_bytes;
     pthread_mutex_unlock(&hk_pool_mutex);
 }

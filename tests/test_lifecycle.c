@@ -822,7 +822,13 @@ static size_t rss_bytes(void) {
     return (size_t)res * 4096;
 }
 
-TEST(ace_gives_a_burst_back_at_once) {
+/* A burst (250 MB of mid blocks, all freed) stays resident for the purge delay, up to the
+ * pool's recent peak, so that a program working in waves finds it again without page faults;
+ * once idle for the delay, a tick gives it back. Before, everything beyond a budget of the
+ * memory taken back lately went at the free: a program that allocated 64 MiB in blocks of up
+ * to 1 MiB, freed it all and did it again after 300 ms faulted 15,000 pages in again over 19
+ * rounds (bench/waves; tcmalloc 1,500). */
+TEST(ace_keeps_a_burst_for_the_delay_then_gives_it_back) {
     enum { N = 1600 };
     static void *p[N];
     size_t before = rss_bytes(), bytes = 0;
@@ -835,19 +841,25 @@ TEST(ace_gives_a_burst_back_at_once) {
     size_t peak = rss_bytes();
     struct hak_stats a = stats();
     for (int i = 0; i < N; i++) hak_free(p[i]);
-    size_t after = rss_bytes();
     struct hak_stats b = stats();
     size_t released = (b.pool_purged_bytes - a.pool_purged_bytes) +
                       (b.superslabs_unmapped - a.superslabs_unmapped) * HK_SS_SIZE;
-    CHECKF(released >= bytes / 10 * 9, "released %zu MB of %zu MB", released >> 20, bytes >> 20);
+    CHECKF(released < bytes / 10, "released %zu MB of %zu MB at the free", released >> 20,
+           bytes >> 20);
+    sleep_ms((unsigned)b.purge_delay_ms + 50);
+    tick();
+    size_t after = rss_bytes();
+    struct hak_stats c = stats();
+    released = (c.pool_purged_bytes - a.pool_purged_bytes) +
+               (c.superslabs_unmapped - a.superslabs_unmapped) * HK_SS_SIZE;
+    CHECKF(released >= bytes / 10 * 9, "released %zu MB of %zu MB after %zu ms",
+           released >> 20, bytes >> 20, b.purge_delay_ms + 50);
 #ifndef __SANITIZE_ADDRESS__ /* ASan's shadow memory stays resident */
     CHECKF(after < before + (peak - before) / 10, "RSS %zu MB before, %zu MB at the peak, %zu MB after",
            before >> 20, peak >> 20, after >> 20);
 #else
     (void)before, (void)peak, (void)after;
 #endif
-    CHECKF(b.pool_empty_bytes_now <= b.pool_budget + b.pool_budget / 4, "EMPTY %zu, budget %zu",
-           b.pool_empty_bytes_now, b.pool_budget);
 }
 
 /* Minor page faults of the process so far. */
@@ -861,7 +873,7 @@ static long minor_faults(void) {
  * count as memory taken back (pool.c, hk_pool_remapped), so the budget grows to the heap in a
  * round or two (page faults by round: 17,847, 996, 0, 8, 0). The budget once grew by the
  * little that was kept each round, and every round faulted most of its pages in again (17,847,
- * 11,948, 10,584, 9,925, 8,392). Runs after the burst above, which wants a small budget. */
+ * 11,948, 10,584, 9,925, 8,392). Runs after the burst above. */
 TEST(ace_keeps_a_heap_that_is_built_again) {
     enum { N = 300000, ROUNDS = 5 }; /* 256-byte blocks: 77 MB */
     static void *p[N];
@@ -1013,7 +1025,7 @@ int main(int argc, char **argv) {
         RUN(ace_starts_from_the_fixed_budgets);
         RUN(ace_raises_the_cap_of_a_thrashing_class);
         RUN(ace_budget_is_what_is_taken_back_not_how_often);
-        RUN(ace_gives_a_burst_back_at_once);
+        RUN(ace_keeps_a_burst_for_the_delay_then_gives_it_back);
         RUN(ace_keeps_a_heap_that_is_built_again);
         RUN(ace_keeps_little_of_large_memory_not_reused);
     } else if (!strcmp(mode, "cgroup")) {
