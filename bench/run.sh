@@ -93,6 +93,7 @@ BENCH_DEFS=(
     "large_swap|1|@T@ 50000 64 1024 4096 42|@T@ 200000 64 1024 4096 42"
     "big_zero|0|50 5 25 42|300 5 25 42"
     "waves|0|8 32 100 42|20 64 300 42"
+    "waves_big:waves|0|8 64 100 42 8388608|20 128 300 42 8388608"
     "teardown|0|500000 4 16 128 random 42|2000000 5 16 128 random 42"
     "teardown_handoff:teardown|0|500000 4 16 128 random 42 1|2000000 5 16 128 random 42 1"
 )

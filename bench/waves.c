@@ -1,10 +1,11 @@
 /*
- * waves ROUNDS MIB PAUSE_MS SEED
+ * waves ROUNDS MIB PAUSE_MS SEED [MAX]
  *
  * Work that comes in waves with pauses between them, as a server's bursts of requests or a
  * compiler's passes: each round allocates about MIB MiB in blocks of mixed sizes
- * (log-uniform 16 B .. 1 MiB, one byte written per page), frees them in random order and then
- * makes no call for PAUSE_MS milliseconds. A few MiB of long-lived blocks stay throughout.
+ * (log-uniform 16 B .. MAX, 1 MiB by default, one byte written per page), frees them in
+ * random order and then makes no call for PAUSE_MS milliseconds. A few MiB of long-lived
+ * blocks stay throughout.
  * The timed figure is the work alone (the pauses are not counted). An allocator that keeps
  * the free memory through the pauses reuses it without page faults; one that gives it back
  * has the pauses' RSS lower and pays page faults at each wave. Reports the page faults
@@ -21,13 +22,16 @@ static int cmp_long(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    bench_init(argc, argv, "waves", "[ROUNDS=20] [MIB=64] [PAUSE_MS=300] [SEED=42]", 4);
+    bench_init(argc, argv, "waves", "[ROUNDS=20] [MIB=64] [PAUSE_MS=300] [SEED=42] [MAX=1048576]",
+               5);
     uint64_t rounds = arg_u64(argc, argv, 1, "ROUNDS", 20, 2, 100000);
     uint64_t mib = arg_u64(argc, argv, 2, "MIB", 64, 1, 1ULL << 20);
     uint64_t pause = arg_u64(argc, argv, 3, "PAUSE_MS", 300, 0, 3600000);
     uint64_t seed = arg_u64(argc, argv, 4, "SEED", 42, 0, UINT64_MAX);
-    print_params("rounds=%" PRIu64 " mib=%" PRIu64 " pause_ms=%" PRIu64 " seed=%" PRIu64,
-                 rounds, mib, pause, seed);
+    uint64_t max = arg_u64(argc, argv, 5, "MAX", 1 << 20, 16, 1ULL << 30);
+    print_params("rounds=%" PRIu64 " mib=%" PRIu64 " pause_ms=%" PRIu64 " seed=%" PRIu64
+                 " max=%" PRIu64,
+                 rounds, mib, pause, seed, max);
 
     rng_t r;
     rng_seed(&r, seed, 1);
@@ -47,7 +51,7 @@ int main(int argc, char **argv)
     size_t blocks = 0;
     for (uint64_t round = 0; round < rounds; round++) {
         double t0 = now_sec();
-        size_t n = fill_blocks(&r, &blk, &cap, target, 16, 1 << 20);
+        size_t n = fill_blocks(&r, &blk, &cap, target, 16, (size_t)max);
         shuffle_ptrs(&r, blk, n);
         for (size_t i = 0; i < n; i++)
             free(blk[i]);

@@ -925,6 +925,32 @@ TEST(ace_keeps_little_of_large_memory_not_reused) {
     CHECKF(pages * 4096 <= floor, "%zu MiB of the freed blocks resident", (pages * 4096) >> 20);
 }
 
+/* Large memory taken back wave after wave: the budget is the drawdown and a quarter, as the
+ * blocks of a wave fall on other extents than the last wave's and the free bytes at a wave's
+ * end stand a little above what it took (bench/waves_big released 5-10 MiB at each wave and
+ * faulted them in again). Runs after the test above, which wants no large memory taken back
+ * in ACE's history. */
+TEST(ace_large_budget_keeps_a_quarter_above_what_is_taken_back) {
+    enum { N = 10, ROUNDS = 4 };
+    static unsigned char *p[N];
+    size_t n = (size_t)4 << 20, wave = N * n;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < N; i++) {
+            p[i] = hak_malloc(n);
+            CHECK(p[i] != NULL);
+            memset(p[i], round + 1, n);
+        }
+        for (int i = 0; i < N; i++) hak_free(p[i]);
+        sleep_ms(120); /* a window closes */
+        for (int i = 0; i < 40; i++) tick();
+    }
+    struct hak_stats s = stats();
+    CHECKF(s.large_budget >= wave + wave / 4 - ((size_t)1 << 20),
+           "large budget %zu MiB after waves of %zu MiB", s.large_budget >> 20, wave >> 20);
+    CHECKF(s.large_budget <= 2 * wave, "large budget %zu MiB after waves of %zu MiB",
+           s.large_budget >> 20, wave >> 20);
+}
+
 /* ============================================================================================ */
 /* cgroup: near the container's limit, ACE keeps nothing free. */
 
@@ -1028,6 +1054,7 @@ int main(int argc, char **argv) {
         RUN(ace_keeps_a_burst_for_the_delay_then_gives_it_back);
         RUN(ace_keeps_a_heap_that_is_built_again);
         RUN(ace_keeps_little_of_large_memory_not_reused);
+        RUN(ace_large_budget_keeps_a_quarter_above_what_is_taken_back);
     } else if (!strcmp(mode, "cgroup")) {
         RUN(cgroup_pressure_shrinks_the_caches);
     } else if (!strcmp(mode, "bg")) {
