@@ -94,6 +94,7 @@ BENCH_DEFS=(
     "big_zero|0|50 5 25 42|300 5 25 42"
     "waves|0|8 32 100 42|20 64 300 42"
     "waves_big:waves|0|8 64 100 42 8388608|20 128 300 42 8388608"
+    "phases|0|3 20 80 42|5 20 80 42"
     "teardown|0|500000 4 16 128 random 42|2000000 5 16 128 random 42"
     "teardown_handoff:teardown|0|500000 4 16 128 random 42 1|2000000 5 16 128 random 42 1"
 )

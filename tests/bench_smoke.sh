@@ -37,6 +37,7 @@ CASES=(
     "teardown|20000 2 16 128 random 42 1"
     "waves|3 4 10 42"
     "waves|3 8 10 42 4194304"
+    "phases|2 4 8 42"
 )
 
 pass=0
