@@ -43,7 +43,7 @@ int hak_owns(const void *ptr);
 struct hak_stats {
     size_t os_mmap, os_munmap, os_madvise, os_mremap; /* system calls made */
     size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes, os_mremap_bytes; /* their bytes */
-    size_t mapped_bytes_now;                   /* SuperSlabs + large-tier mappings */
+    size_t mapped_bytes_now;                   /* the page heap's mappings (all tiers) */
     size_t superslabs_now, superslabs_cached_now;
     size_t slabs_active_now;                   /* 64 KiB slots in slabs threads own */
     size_t large_now, large_bytes_now;         /* live large blocks */
@@ -65,7 +65,7 @@ struct hak_stats {
     /* Memory lifecycle: free memory kept resident, and what went back to the OS. */
     size_t pool_empty_bytes_now;               /* EMPTY slabs in the pool (resident) */
     size_t pool_purged_bytes;                  /* EMPTY slab pages released (madvise) */
-    size_t superslabs_unmapped;
+    size_t superslabs_unmapped;                /* free SuperSlabs given back to the page heap */
     size_t large_free_dirty_now, large_free_clean_now; /* free large bytes: resident / released */
     size_t large_cache_hits, large_cache_misses;  /* large requests served from free memory or not */
     size_t large_purged_bytes;

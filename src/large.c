@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
 
 #include "../include/hakmem.h"
 #include "clock.h"
@@ -21,6 +22,7 @@
 #define HK_LARGE_GROWTH 8 /* a miss maps at least 1/8 of what the tier has mapped (see below) */
 #define HK_LARGE_SHRINK_MIN ((size_t)64 << 10) /* a shrink frees the tail from this much */
 #define HK_HUGE ((size_t)32 << 20) /* a block this long goes back to the OS at free (below) */
+#define HK_LARGE_CHUNK ((size_t)2 << 20) /* a SuperSlab's length and alignment */
 
 enum { HK_EXT_LIVE = 1, HK_EXT_FREE };
 enum { HK_AGE_DIRTY = 0, HK_AGE_CLEAN = 1 }; /* age lists: free extents with / without dirt */
@@ -38,6 +40,7 @@ struct hk_ext {
     uint8_t purged;               /* free: some of it was released by the tier (its pages
                                    * faulted in again soon are refaults, see ACE) */
     uint8_t bin;
+    uint8_t inner;                /* live: a SuperSlab (HK_LARGE_INNER), no program block */
     struct hk_ext *snext, *enext; /* hash chains: by start (all), by end (free ones) */
     struct hk_ext *next, *prev;   /* bin list of a free extent; the spare list */
     struct hk_ext *anext, *aprev; /* age list of a free extent, oldest first */
@@ -68,6 +71,7 @@ struct hk_arena {
     _Atomic size_t free_dirty;
     /* Counters (under the lock). */
     size_t live_n, live_bytes;
+    size_t inner_n;            /* live SuperSlabs cut from the arena (not in live_n) */
     _Atomic size_t mapped_bytes; /* likewise (hk_large_decay sums them) */
     _Atomic size_t live_peak;  /* likewise */
     uint64_t hits, misses, refault_bytes, purged_bytes;
@@ -355,7 +359,8 @@ static struct hk_ext *hk_best_in(struct hk_arena *a, unsigned b, size_t len, siz
  * blocks of 1..4 MiB: 596,745 page faults and 1,383 MiB peak RSS, against 334,617 and 1,308
  * MiB with this, and the same with best fit alone). */
 #define HK_FIT_REACH 2 /* bins looked at for resident memory: half a doubling */
-static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align) {
+/* hk_find_fit's first pass (below): an extent with resident memory for the block, or NULL. */
+static struct hk_ext *hk_find_resident(struct hk_arena *a, size_t len, size_t align) {
     unsigned b = hk_bin(len);
     struct hk_ext *e;
     if (hk_get(&a->free_dirty) >= len / 2)
@@ -363,6 +368,13 @@ static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align) 
             if ((a->binmap[bb / 64] >> (bb % 64) & 1) &&
                 (e = hk_best_in(a, bb, len, align, 1)) != NULL)
                 return e;
+    return NULL;
+}
+
+static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align) {
+    unsigned b = hk_bin(len);
+    struct hk_ext *e = hk_find_resident(a, len, align);
+    if (e) return e;
     if ((e = hk_best_in(a, b, len, align, 0)) != NULL) return e;
     for (unsigned w = (b + 1) / 64; w < (HK_NBINS + 63) / 64; w++) {
         uint64_t m = a->binmap[w];
@@ -396,11 +408,17 @@ static void hk_piece(struct hk_arena *a, const struct hk_ext *e, uintptr_t addr,
     hk_free_insert(a, x);
 }
 
-/* Makes e (addr and len set, in no table) a live block. */
-static void hk_live_insert(struct hk_arena *a, struct hk_ext *e) {
+/* Makes e (addr and len set, in no table) a live block; inner: a SuperSlab, which the live
+ * counts and peaks (the program's blocks, which ACE sizes the tier by) leave out. */
+static void hk_live_insert(struct hk_arena *a, struct hk_ext *e, int inner) {
     e->state = HK_EXT_LIVE;
+    e->inner = (uint8_t)inner;
     hk_tab_insert(&a->by_start, e, 0);
     hk_arena_mark(a, e->addr);
+    if (inner) {
+        a->inner_n++;
+        return;
+    }
     a->live_n++;
     hk_live_grew(a, e->len);
 }
@@ -412,6 +430,15 @@ static void hk_live_insert(struct hk_arena *a, struct hk_ext *e) {
  * dirty extent and merges with it: big_zero (one 5..25 MiB block at a time) peaked at
  * 37.5 MiB, cut from the fresh front, and peaks at 26.7 MiB now. */
 static uintptr_t hk_place(const struct hk_ext *e, size_t len, size_t align) {
+    /* A block of whole chunks starts on a chunk where the extent has room for that: freed,
+     * it then holds whole SuperSlabs (superslab.h), which need their alignment. Placed
+     * anywhere, a freed 4 MiB array held one SuperSlab and two unaligned pieces that none
+     * could use (bench/phases: 40-48 MiB of free resident memory idle while the pool's
+     * SuperSlabs faulted in fresh pages). Blocks of other lengths leave pieces anyway, and
+     * aligned they left more (large_many, 1..4 MiB: peak RSS 2,397 MiB against 2,320). */
+    if (len >= HK_LARGE_CHUNK && (len & (HK_LARGE_CHUNK - 1)) == 0 && align < HK_LARGE_CHUNK &&
+        hk_fits(e, len, HK_LARGE_CHUNK))
+        align = HK_LARGE_CHUNK;
     uintptr_t front = hk_align_up(e->addr, align);
     if (!e->dirty) return front;
     uintptr_t back = (e->addr + e->len - len) & ~(align - 1);
@@ -425,7 +452,7 @@ static uintptr_t hk_place(const struct hk_ext *e, size_t len, size_t align) {
  * pieces before and after stay free. Two records must be reserved. Returns the block; *fresh
  * is the bytes of it that were not dirty (pages that may now be faulted in). */
 static struct hk_ext *hk_carve(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align,
-                               size_t *fresh) {
+                               int inner, size_t *fresh) {
     uintptr_t p = hk_place(e, len, align);
     uintptr_t end = e->addr + e->len;
     hk_free_remove(a, e);
@@ -437,7 +464,7 @@ static struct hk_ext *hk_carve(struct hk_arena *a, struct hk_ext *e, size_t len,
     e->len = len;
     e->dirty = 0;
     e->dlo = e->dhi = 0;
-    hk_live_insert(a, e);
+    hk_live_insert(a, e, inner);
     return e;
 }
 
@@ -450,12 +477,13 @@ static void hk_ext_released(struct hk_ext *e, uint64_t now) {
     e->idle_since = now;
 }
 
-/* A freed block: all of it may hold data. */
-static void hk_free_block(struct hk_arena *a, struct hk_ext *e, uint64_t now) {
-    hk_dirt_set(e, e->len, e->addr, e->addr + e->len);
-    hk_drawdown_give(&a->drawn, e->len);
+/* A freed block, of which dirty bytes may be resident (the block's length, but for a
+ * SuperSlab whose slots the pool released): any of it may hold data. */
+static void hk_free_block(struct hk_arena *a, struct hk_ext *e, size_t dirty, uint64_t now) {
+    hk_dirt_set(e, dirty, e->addr, e->addr + e->len);
+    hk_drawdown_give(&a->drawn, dirty);
     e->zero = 0;
-    e->purged = 0;
+    e->purged = dirty < e->len;
     e->idle_since = now;
     hk_free_merge_insert(a, e);
 }
@@ -663,12 +691,16 @@ static int hk_large_over(void) {
 /* Cuts a block for a request of len bytes at align out of free extent e of arena a (locked,
  * three records reserved), and accounts for it; hit: e was free before this request. */
 static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, int hit,
-                     uint64_t now, int *zeroed) {
+                     int inner, uint64_t now, int *zeroed) {
     *zeroed = e->zero;
     uint64_t idle = e->idle_since;
     int purged = e->purged;
     size_t fresh;
-    e = hk_carve(a, e, len, align, &fresh);
+    e = hk_carve(a, e, len, align, inner, &fresh);
+    /* A SuperSlab taken is demand for the page heap's free memory as much as a block is:
+     * counted apart, a program whose phases alternate big arrays and small objects had the
+     * arrays' free memory released beyond the budget before the pool could take it
+     * (bench/phases: 27,000 page faults after the first round against 5,000). */
     hk_drawdown_take(&a->drawn, len - fresh);
     /* Released not long ago and wanted again: ACE lengthens the delay. */
     int refault = hit && fresh && purged && now - idle < 2 * hk_pol_purge_delay();
@@ -711,7 +743,8 @@ static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
 }
 
 
-void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
+void *hk_large_alloc(size_t n, size_t align, int *zeroed, unsigned flags) {
+    int inner = (flags & HK_LARGE_INNER) != 0;
     if (align < HK_PAGE_SIZE) align = HK_PAGE_SIZE;
     size_t len = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
     if (len < n || len > PTRDIFF_MAX || len + align < len) {
@@ -737,12 +770,19 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         if (!hk_reserve(a, 3)) goto oom;
         e = x && hk_fits(x, len, align) ? x : hk_find_fit(a, len, align);
     }
+    if (!e && (flags & HK_LARGE_NO_MAP)) {
+        hk_unlock(&a->lock);
+        return NULL;
+    }
     if (HK_TRACING(HK_T_LARGE))
-        hk_trace(HK_T_LARGE, e ? "hit (served from free large memory)" : "miss (more is mapped)",
+        hk_trace(HK_T_LARGE,
+                 inner ? (e ? "SuperSlab cut from free memory" : "SuperSlab: more is mapped")
+                 : e   ? "hit (served from free large memory)"
+                       : "miss (more is mapped)",
                  "bytes", len, "align", align, NULL, 0);
     int hit = e != NULL;
     if (hit) {
-        a->hits++;
+        if (!inner) a->hits++; /* the counts describe the program's requests */
     } else {
         /* Nothing free fits: map more, without the lock, gathering into it what free memory is
          * resident. */
@@ -750,7 +790,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         if (align == HK_PAGE_SIZE && hk_get(&a->free_dirty) >= HK_GATHER_MIN &&
             atomic_load_explicit(&hk_moved_pieces, memory_order_relaxed) < HK_GATHER_CAP)
             hk_gather_take(a, &g, len);
-        a->misses++;
+        if (!inner) a->misses++;
         /* The tier grows geometrically, as a heap does. Mappings of one block each leave
          * free memory in pieces no longer than a block, which merge only where the kernel
          * happened to place mappings side by side; a later longer request fits none of them
@@ -763,6 +803,11 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         if (need < len) need = len;
         size_t map = need > HK_LARGE_MAP_MIN ? need : HK_LARGE_MAP_MIN;
         if (map < grow) map = grow;
+        /* For a SuperSlab (or a block aligned as one), whole chunks: the kernel (since 6.7)
+         * puts such a mapping on a chunk boundary, so the block starts it and the rest holds
+         * the next SuperSlabs. Of any length, each SuperSlab mapped 4 MiB of its own and left
+         * two pieces that no other could use. */
+        if (align >= HK_LARGE_CHUNK) map = hk_align_up(map, HK_LARGE_CHUNK);
         void *m = hk_os_map(map);
         if (!m && map > need) {
             /* Address space or commit limits: the block alone may still fit. */
@@ -804,7 +849,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
             e = hk_ext_take(a);
             e->addr = (uintptr_t)m;
             e->len = len;
-            hk_live_insert(a, e);
+            hk_live_insert(a, e, 0);
             *zeroed = 0;
             hk_unlock(&a->lock);
             return m;
@@ -818,7 +863,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed) {
         if (!hk_fits(e, len, align)) e = hk_find_fit(a, len, align);
         HK_ASSERT(e != NULL);
     }
-    void *p = hk_take(a, e, len, align, hit, now, zeroed);
+    void *p = hk_take(a, e, len, align, hit, inner, now, zeroed);
     hk_unlock(&a->lock);
     return p;
 oom:
@@ -827,13 +872,23 @@ oom:
     return NULL;
 }
 
+/* Live block e of arena a (locked), out of the start table, becomes free memory; unlocks, and
+ * releases what is over the budget. */
+static void hk_free_unlock(struct hk_arena *a, struct hk_ext *e, size_t dirty, uint64_t now) {
+    hk_free_block(a, e, dirty, now);
+    int over = hk_large_over();
+    hk_unlock(&a->lock);
+    if (over) hk_arena_decay(a, now, 0);
+}
+
 int hk_large_free(void *p) {
     uint64_t now = hk_now_ms();
     struct hk_ext *e = NULL;
     struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
     if (!a) return 0;
-    if (!e || e->state != HK_EXT_LIVE) {
-        int twice = e != NULL || hk_recently_freed(a, (uintptr_t)p);
+    if (!e || e->state != HK_EXT_LIVE || e->inner) {
+        /* (a SuperSlab's start is the pool's: the program's free never reaches here with it) */
+        int twice = e ? !e->inner : hk_recently_freed(a, (uintptr_t)p);
         hk_unlock(&a->lock);
         return twice ? -1 : 0;
     }
@@ -869,11 +924,19 @@ int hk_large_free(void *p) {
                      "bytes", len, NULL, 0);
         return 1;
     }
-    hk_free_block(a, e, now);
-    int over = hk_large_over();
-    hk_unlock(&a->lock);
-    if (over) hk_arena_decay(a, now, 0);
+    hk_free_unlock(a, e, e->len, now);
     return 1;
+}
+
+void hk_large_free_inner(void *p, size_t dirty) {
+    uint64_t now = hk_now_ms();
+    struct hk_ext *e = NULL;
+    struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
+    HK_ASSERT(a != NULL && e != NULL && e->state == HK_EXT_LIVE && e->inner);
+    if (!a) return;
+    hk_tab_remove(&a->by_start, e, 0);
+    a->inner_n--;
+    hk_free_unlock(a, e, dirty < e->len ? dirty : e->len, now);
 }
 
 int hk_large_lookup(const void *p, size_t *len, unsigned *arena) {
@@ -881,7 +944,7 @@ int hk_large_lookup(const void *p, size_t *len, unsigned *arena) {
     struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
     if (!a) return 0;
     int st = 0;
-    if (e && e->state == HK_EXT_LIVE) {
+    if (e && e->state == HK_EXT_LIVE && !e->inner) {
         st = HK_LARGE_LIVE;
         if (len) *len = e->len;
         if (arena) *arena = (unsigned)(a - hk_arenas) + 1;
@@ -892,14 +955,56 @@ int hk_large_lookup(const void *p, size_t *len, unsigned *arena) {
     return st;
 }
 
-void *hk_large_realloc(void *p, size_t n) {
+/* Grows live block e of arena a (locked, two records reserved) to len bytes where resident
+ * free memory that fits the new length is at hand: the block is cut there, and the old pages
+ * move to its start (mremap: page tables move, nothing is copied; the resident pages they
+ * land on go), so the growth lands on pages that are resident already. Grown by mremap
+ * alone, a block moves to new address space and faults its growth in fresh while free pages
+ * sit idle: arrays doubled to 4 MiB by realloc, round after round, in memory the last round's
+ * small objects had used (bench/phases), faulted in 40 MiB a round beside 36 MiB of resident
+ * free memory. Returns the block, the lock released, or NULL (the lock held) where there is
+ * no such memory, or moved pieces are at their cap (hk_gather). */
+static void *hk_grow_into_resident(struct hk_arena *a, struct hk_ext *e, size_t len,
+                                   uint64_t now) {
+    if (hk_get(&a->free_dirty) < len - e->len ||
+        atomic_load_explicit(&hk_moved_pieces, memory_order_relaxed) >= HK_GATHER_CAP ||
+        !hk_reserve(a, 3))
+        return NULL;
+    struct hk_ext *f = hk_find_resident(a, len, HK_PAGE_SIZE);
+    if (!f) return NULL;
+    uintptr_t p = e->addr;
+    size_t old = e->len;
+    /* e is the program's until the move: out of the live counts now, so that the peak does
+     * not count both. */
+    a->live_n--;
+    a->live_bytes -= old;
+    int zeroed;
+    void *q = hk_take(a, f, len, HK_PAGE_SIZE, 1, 0, now, &zeroed);
+    a->in_place++; /* (no fresh address space: counted with the growths in place) */
+    hk_unlock(&a->lock);
+    int moved = hk_os_move((void *)p, old, q);
+    if (!moved) memcpy(q, (void *)p, old);
+    hk_lock(&a->lock);
+    hk_tab_remove(&a->by_start, e, 0);
+    if (moved) { /* its old place is no longer mapped */
+        atomic_fetch_add_explicit(&hk_moved_pieces, 1, memory_order_relaxed);
+        hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) - old);
+        hk_ext_give(a, e);
+        hk_unlock(&a->lock);
+    } else {
+        hk_free_unlock(a, e, e->len, now);
+    }
+    return q;
+}
+
+void *hk_large_realloc(void *p, size_t n, unsigned flags) {
     size_t len = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
     if (len < n || len > PTRDIFF_MAX) return NULL;
     uint64_t now = hk_now_ms();
     struct hk_ext *e = NULL;
     struct hk_arena *a = hk_arena_lock_of((uintptr_t)p, &e);
     if (!a) return NULL;
-    if (!e || e->state != HK_EXT_LIVE || !hk_reserve(a, 2)) {
+    if (!e || e->state != HK_EXT_LIVE || e->inner || !hk_reserve(a, 2)) {
         hk_unlock(&a->lock);
         return NULL;
     }
@@ -911,7 +1016,7 @@ void *hk_large_realloc(void *p, size_t n) {
             t->len = e->len - len;
             a->live_bytes -= t->len;
             e->len = len;
-            hk_free_block(a, t, now);
+            hk_free_block(a, t, t->len, now);
         }
         a->in_place++;
         hk_unlock(&a->lock);
@@ -938,9 +1043,12 @@ void *hk_large_realloc(void *p, size_t n) {
         return p;
     }
     size_t old = e->len;
+    void *q = hk_grow_into_resident(a, e, len, now);
+    if (q) return q;
     hk_unlock(&a->lock);
+    if (flags & HK_LARGE_NO_MAP) return NULL;
     /* Move the pages: the block is the caller's, nobody else reaches this record meanwhile. */
-    void *q = hk_os_remap(p, old, len);
+    q = hk_os_remap(p, old, len);
     if (!q) return NULL;
     hk_lock(&a->lock);
     hk_tab_remove(&a->by_start, e, 0);

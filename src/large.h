@@ -1,4 +1,6 @@
-/* The large tier: requests above the mid tier (1 MiB), and blocks aligned beyond a slot.
+/* The large tier: requests above the mid tier (1 MiB), and blocks aligned beyond a slot; and
+ * the page heap under the pool, whose SuperSlabs are cut from it (HK_LARGE_INNER) and go back
+ * to it, so that the memory a program frees in one size range serves the next in another.
  *
  * It is a page heap. Memory comes from the OS in mappings of at least 4 MiB and an eighth of
  * what the tier has mapped (it grows geometrically, as a heap does) and is handed out in
@@ -46,20 +48,30 @@
  * at start-up, before any block is made. */
 void hk_large_init(unsigned n) HK_INTERNAL;
 
+/* hk_large_alloc's flags. */
+enum {
+    HK_LARGE_INNER = 1,  /* a SuperSlab (superslab.c): counted apart from the program's blocks,
+                          * freed by hk_large_free_inner, invisible to hk_large_lookup */
+    HK_LARGE_NO_MAP = 2, /* from free memory only: NULL, errno untouched, where none fits */
+};
 /* A block of at least n bytes aligned to align (a power of two), or NULL with errno ENOMEM.
  * *zeroed tells whether its bytes are known to be zero. */
-void *hk_large_alloc(size_t n, size_t align, int *zeroed) HK_INTERNAL;
+void *hk_large_alloc(size_t n, size_t align, int *zeroed, unsigned flags) HK_INTERNAL;
 /* Frees p: 1 if it was a live large block, 0 if it is no large block at all, -1 if it is the
  * start of a free extent (a double free). */
 int hk_large_free(void *p) HK_INTERNAL;
+/* Frees p, a live block made with HK_LARGE_INNER, of which at most dirty bytes may be
+ * resident (the pool released the rest). */
+void hk_large_free_inner(void *p, size_t dirty) HK_INTERNAL;
 /* What address p is to the large tier: HK_LARGE_LIVE, a live block's start (*len its usable
  * length and *arena its arena, 1.., where not NULL); HK_LARGE_FREED, where a block was and is
  * no more (the start of a free extent, or a block freed lately: a use after free, not a
  * foreign pointer); 0, neither. */
 enum { HK_LARGE_FREED = -1, HK_LARGE_LIVE = 1 };
 int hk_large_lookup(const void *p, size_t *len, unsigned *arena) HK_INTERNAL;
-/* Resizes large block p to n bytes in place or by mremap; NULL (p intact) if it cannot. */
-void *hk_large_realloc(void *p, size_t n) HK_INTERNAL;
+/* Resizes large block p to n bytes in place, into resident free memory, or by mremap (not
+ * with HK_LARGE_NO_MAP); NULL (p intact) if it cannot. */
+void *hk_large_realloc(void *p, size_t n, unsigned flags) HK_INTERNAL;
 /* Releases what is due at time now (see above); with force, every free extent's pages and
  * mappings. Returns the bytes given back to the OS. */
 size_t hk_large_decay(uint64_t now, int force) HK_INTERNAL;

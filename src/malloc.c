@@ -27,6 +27,17 @@
 /* glibc refuses requests above PTRDIFF_MAX so that pointer differences stay defined. */
 #define HK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
+/* Resizes large block p in place or by moving its pages (hk_large_realloc); where that would
+ * map more while the pool keeps free SuperSlabs, they go to the page heap first, and the
+ * block grows into them. NULL if the tier cannot (p intact). */
+static void *hk_large_grow(void *p, size_t n) {
+    if (!hk_pool_has_cache()) return hk_large_realloc(p, n, 0);
+    void *q = hk_large_realloc(p, n, HK_LARGE_NO_MAP);
+    if (q) return q;
+    hk_pool_give_cache();
+    return hk_large_realloc(p, n, 0);
+}
+
 static void *hk_large_block(size_t n, size_t align, int clear) {
     hk_init(); /* a program's first call may be a large one: the configuration holds for it */
     if (n > HK_MAX_REQUEST) {
@@ -37,7 +48,13 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
         return NULL;
     }
     int zeroed;
-    void *p = hk_large_alloc(n, align, &zeroed);
+    /* Free SuperSlabs the pool keeps serve before the tier maps more (hk_large_grow). */
+    unsigned flags = hk_pool_has_cache() ? HK_LARGE_NO_MAP : 0;
+    void *p = hk_large_alloc(n, align, &zeroed, flags);
+    if (!p && flags) {
+        hk_pool_give_cache();
+        p = hk_large_alloc(n, align, &zeroed, 0);
+    }
     if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_large(1);
     if (!p && HK_TRACING(HK_T_FAIL))
         hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes", n, "align",
@@ -318,7 +335,7 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
     }
     if (n > HK_MID_MAX) {
         /* Large to large: in place, or the pages move with mremap; copying is the last resort. */
-        void *q = hk_large_realloc(p, n);
+        void *q = hk_large_grow(p, n);
         if (q) return q;
     }
     return hk_realloc_move(p, have, n);

@@ -29,6 +29,7 @@ static struct hk_superslab *hk_partial[HK_SLABS];
 static struct hk_superslab *hk_cache_head, *hk_cache_tail; /* no ACTIVE slot, newest first */
 static size_t hk_ncache, hk_nss, hk_nactive_slots, hk_empty_bytes;
 static size_t hk_peak_slots; /* the most ACTIVE slots since ACE last read them */
+static _Atomic size_t hk_ncache_hint; /* hk_ncache, for readers without the lock */
 static uint64_t hk_acquired[HK_NCLASS], hk_released[HK_NCLASS];
 static uint64_t hk_refault_bytes, hk_purged_bytes;
 static struct hk_drawdown hk_drawn; /* of the EMPTY bytes (drawdown.h) */
@@ -77,6 +78,7 @@ static void hk_cache_remove(struct hk_superslab *ss) {
     hk_ss_unlink(&hk_cache_head, ss);
     ss->in_list = HK_SSL_NONE;
     hk_ncache--;
+    atomic_store_explicit(&hk_ncache_hint, hk_ncache, memory_order_relaxed);
 }
 
 /* The length of the longest run of set bits in m. */
@@ -103,6 +105,7 @@ static void hk_ss_relist(struct hk_superslab *ss, uint64_t now) {
         if (!hk_cache_tail) hk_cache_tail = ss;
         ss->idle_since = now;
         hk_ncache++;
+        atomic_store_explicit(&hk_ncache_hint, hk_ncache, memory_order_relaxed);
     }
 }
 
@@ -432,11 +435,12 @@ again:
         if ((i = hk_find_run(ss->avail, k)) >= 0) return hk_take_run(ss, (unsigned)i, k, c, now);
     pthread_mutex_unlock(&hk_pool_mutex);
     /* A new SuperSlab, mapped without the lock: it is nobody's until it is listed. */
-    if ((ss = hk_ss_map()) == NULL) return NULL;
+    int fresh;
+    if ((ss = hk_ss_map(&fresh)) == NULL) return NULL;
     hk_pool_lock();
     hk_nss++;
     HK_STAT_INC(acquire_stage3_mmap);
-    hk_pool_remapped(now);
+    if (fresh) hk_pool_remapped(now);
     s = hk_activate(ss, 1, k, c, now);
     pthread_mutex_unlock(&hk_pool_mutex);
     return hk_pool_traced(s, c, "acquire stage 3 (a new SuperSlab)");
@@ -555,9 +559,24 @@ static void hk_front_decay(uint64_t now, int force) {
     hk_front_to_pool(l, now);
 }
 
-size_t hk_pool_decay(uint64_t now, int force) {
+/* Under the lock: takes cached SuperSlab ss (none of its slots purging) out of the pool, to
+ * go back to the page heap (hk_ss_unmap) once the lock is released. */
+static void hk_cache_evict(struct hk_superslab *ss, uint64_t now) {
+    hk_cache_remove(ss);
+    for (unsigned j = 1; j < HK_SLABS; j++) {
+        struct hk_slab *t = &ss->slabs[j];
+        if (t->state == HK_SLOT_EMPTY && t->head == j) hk_empty_remove(t);
+    }
+    hk_nss--;
+    hk_unmapped_recent += HK_SS_SIZE;
+    hk_unmapped_at = now;
+}
+
+/* hk_pool_decay; or, with cache_only, every cached SuperSlab back to the page heap and
+ * nothing else. */
+static size_t hk_pool_decay_in(uint64_t now, int force, int cache_only) {
     size_t released = 0;
-    hk_front_decay(now, force);
+    if (!cache_only) hk_front_decay(now, force);
     for (;;) {
         struct hk_slab *purge[HK_DECAY_BATCH];
         struct hk_superslab *unmap[HK_DECAY_BATCH];
@@ -569,21 +588,16 @@ size_t hk_pool_decay(uint64_t now, int force) {
         struct hk_superslab *ss = hk_cache_tail;
         while (ss && nu < HK_DECAY_BATCH) {
             struct hk_superslab *prev = ss->prev;
-            if (!force && hk_ncache <= ncache_max && now - ss->idle_since < udelay) break;
+            if (!force && !cache_only && hk_ncache <= ncache_max &&
+                now - ss->idle_since < udelay)
+                break;
             if (ss->npurging == 0) {
-                hk_cache_remove(ss);
-                for (unsigned j = 1; j < HK_SLABS; j++) {
-                    struct hk_slab *t = &ss->slabs[j];
-                    if (t->state == HK_SLOT_EMPTY && t->head == j) hk_empty_remove(t);
-                }
-                hk_nss--;
+                hk_cache_evict(ss, now);
                 unmap[nu++] = ss;
-                hk_unmapped_recent += HK_SS_SIZE;
-                hk_unmapped_at = now;
             }
             ss = prev;
         }
-        while (hk_age_head && np < HK_DECAY_BATCH &&
+        while (!cache_only && hk_age_head && np < HK_DECAY_BATCH &&
                (force || now - hk_age_head->idle_since >= delay || hk_empty_bytes > budget)) {
             struct hk_slab *s = hk_age_head;
             struct hk_superslab *sss = hk_ss_of((uintptr_t)s);
@@ -600,10 +614,9 @@ size_t hk_pool_decay(uint64_t now, int force) {
 
         for (unsigned x = 0; x < nu; x++) {
             if (HK_TRACING(HK_T_POOL))
-                hk_trace(HK_T_POOL, "evict (a free SuperSlab is unmapped)", "superslab@",
-                         (uintptr_t)unmap[x], "bytes", HK_SS_SIZE, NULL, 0);
-            hk_ss_unmap(unmap[x]);
-            released += HK_SS_SIZE;
+                hk_trace(HK_T_POOL, "evict (a free SuperSlab goes back to the page heap)",
+                         "superslab@", (uintptr_t)unmap[x], "bytes", HK_SS_SIZE, NULL, 0);
+            hk_ss_unmap(unmap[x]); /* its memory stays resident there: not released here */
             HK_STAT_INC(ss_unmapped);
         }
         for (unsigned x = 0; x < np; x++) {
@@ -638,6 +651,15 @@ size_t hk_pool_decay(uint64_t now, int force) {
     return released;
 }
 
+size_t hk_pool_decay(uint64_t now, int force) { return hk_pool_decay_in(now, force, 0); }
+
+void hk_pool_give_cache(void) {
+    if (atomic_load_explicit(&hk_ncache_hint, memory_order_relaxed))
+        hk_pool_decay_in(hk_now_ms(), 0, 1);
+}
+
+int hk_pool_has_cache(void) { return atomic_load_explicit(&hk_ncache_hint, memory_order_relaxed) != 0; }
+
 /* --- reports -------------------------------------------------------------------------------- */
 
 /* Under the lock: slabs of class c acquired and released so far, fronts included. */
@@ -671,7 +693,6 @@ void hk_pool_stats(struct hak_stats *out) {
     out->slabs_active_now = hk_nactive_slots - fslots;
     out->pool_empty_bytes_now = hk_empty_bytes + (fslots << HK_SLAB_SHIFT);
     out->pool_purged_bytes = hk_purged_bytes;
-    out->mapped_bytes_now += hk_nss * HK_SS_SIZE;
     for (unsigned c = 0; c < HK_NCLASS && c < HAK_STATS_NCLASS; c++) {
         size_t n = atomic_load_explicit(&hk_front[c].n, memory_order_relaxed);
         for (struct hk_slab *s = hk_empty[c]; s; s = s->next) n++;

@@ -154,7 +154,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  slab release %zu, abandon %zu, adopt %zu; remote frees %zu (idle owners' applied by "
            "others %zu)\n"
            "  free memory kept: pool %zu bytes EMPTY, large %zu bytes resident + %zu released; "
-           "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs unmapped\n"
+           "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs to the page heap\n"
            "  large: %zu arenas (%zu free extents moved between them), %zu hits, %zu misses (%zu gathered free pages, %zu bytes); realloc %zu in "
            "place, %zu by mremap\n"
            "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "

@@ -1,6 +1,8 @@
 #include "superslab.h"
 
-#include "os.h"
+#include <string.h>
+
+#include "large.h"
 
 /* 64 MiB of address space in .bss; only the pages covering chunks in use are ever touched. */
 uint8_t hk_chunk_map[HK_MAP_ENTRIES];
@@ -19,10 +21,14 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     __atomic_store_n(&s->cls, (uint8_t)c, __ATOMIC_RELEASE);
 }
 
-struct hk_superslab *hk_ss_map(void) {
-    struct hk_superslab *ss = hk_os_map_aligned(HK_SS_SIZE, HK_SS_SIZE);
+struct hk_superslab *hk_ss_map(int *fresh) {
+    int zeroed;
+    struct hk_superslab *ss = hk_large_alloc(HK_SS_SIZE, HK_SS_SIZE, &zeroed, HK_LARGE_INNER);
     if (!ss) return NULL;
-    /* Fresh pages are zero: only the non-zero fields need writing. */
+    *fresh = zeroed;
+    /* Fresh pages are zero: only the non-zero fields need writing. Memory a large block or
+     * another SuperSlab had holds anything; only the header is read before it is written. */
+    if (!zeroed) memset(ss, 0, sizeof *ss);
     ss->magic = HK_SS_MAGIC;
     ss->avail = ~(uint32_t)1; /* every slot but the header's */
     for (unsigned i = 0; i < HK_SLABS; i++) {
@@ -39,5 +45,10 @@ struct hk_superslab *hk_ss_map(void) {
 void hk_ss_unmap(struct hk_superslab *ss) {
     __atomic_store_n(&hk_chunk_map[(uintptr_t)ss >> HK_SS_SHIFT], 0, __ATOMIC_RELEASE);
     ss->magic = 0;
-    hk_os_unmap(ss, HK_SS_SIZE);
+    /* Slots the pool released (UNUSED) hold no pages: the page heap then knows where free
+     * memory is resident, and cuts blocks there first. */
+    size_t dirty = HK_SS_SIZE;
+    for (unsigned i = 1; i < HK_SLABS; i++)
+        if (ss->slabs[i].state == HK_SLOT_UNUSED) dirty -= HK_SLAB_SIZE;
+    hk_large_free_inner(ss, dirty);
 }

@@ -196,9 +196,11 @@ static inline void hk_slab_list_unlink(struct hk_slab **head, struct hk_slab *s)
 /* Prepares the ACTIVE slab s (its slots already marked) to serve class c: nothing carved. */
 void hk_slab_format(struct hk_slab *s, unsigned c) HK_INTERNAL;
 
-/* Maps and registers a new SuperSlab (all slots UNUSED); NULL when the OS refuses. */
-struct hk_superslab *hk_ss_map(void) HK_INTERNAL;
-/* Unregisters and unmaps a SuperSlab with no ACTIVE slot. */
+/* Cuts a new SuperSlab from the page heap (large.h: resident free memory first, else a new
+ * mapping) and registers it (all slots UNUSED); NULL when the OS refuses. *fresh: its pages
+ * were all zero (new, or released), so using them faults them in. */
+struct hk_superslab *hk_ss_map(int *fresh) HK_INTERNAL;
+/* Unregisters a SuperSlab with no ACTIVE slot and gives it back to the page heap. */
 void hk_ss_unmap(struct hk_superslab *ss) HK_INTERNAL;
 
 #endif
