@@ -143,7 +143,7 @@ test-asan: $(UNIT_TESTS:%=build/tests/%_asan)
 
 test-tsan: $(TSAN_TESTS:%=build/tests/%_tsan)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (tsan)"; \
-	    TSAN_OPTIONS=halt_on_error=1 build/tests/$${t}_tsan; done
+	    TSAN_OPTIONS=halt_on_error=1 HAKMEM_LARGE_ARENAS=4 build/tests/$${t}_tsan; done
 
 # --- fuzzing: clang's libFuzzer on the hak_* API, with ASan and UBSan (tests/fuzz_ops.c) -------
 # The library's sources are compiled into the harness with coverage; HK_NO_OVERRIDE leaves the
