@@ -138,6 +138,7 @@ void hk_ace_update(uint64_t now) {
     size_t pool_budget = hk_max_of(hk_ace.pool_drawn, HK_ACE_HISTORY);
     size_t large_budget = hk_max_of(hk_ace.large_drawn, HK_ACE_HISTORY);
     size_t pool_peak = hk_max_of(hk_ace.pool_peak, HK_ACE_HISTORY);
+    size_t large_peak = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
     size_t large_share = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
     /* Where the program has lately taken back more free large memory than the floor, a
      * quarter more: the blocks of a wave fall on other extents than the last wave's, and the
@@ -206,5 +207,7 @@ void hk_ace_update(uint64_t now) {
     atomic_store_explicit(&hk_pol.ss_cache, ss_cache, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.pool_share, share, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.pool_peak, pool_peak, memory_order_relaxed);
+    atomic_store_explicit(&hk_pol.large_peak, hk_ace.pressure ? 0 : large_peak,
+                          memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_cap, large_cap, memory_order_relaxed);
 }
