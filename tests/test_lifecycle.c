@@ -823,6 +823,38 @@ static size_t rss_bytes(void) {
     return (size_t)res * 4096;
 }
 
+/* Idles past the purge delay, then ticks, until done(arg) holds. The window a tick closes may
+ * lengthen the delay (pages released and soon taken again count as refaults), so the delay in
+ * force is waited out again, up to ACE's longest (8 times the configured one). Returns the
+ * milliseconds waited. */
+static size_t idle_until(int (*done)(void *), void *arg) {
+    size_t waited = 0, longest = 8 * (size_t)hk_cfg.purge_delay_ms + 400;
+    do {
+        size_t ms = stats().purge_delay_ms + 50;
+        sleep_ms((unsigned)ms);
+        waited += ms;
+        tick();
+    } while (!done(arg) && waited < longest);
+    return waited;
+}
+
+/* The pool's bytes released since a (purged, and in SuperSlabs given back). */
+static size_t pool_released_since(const struct hak_stats *a) {
+    struct hak_stats c = stats();
+    return (c.pool_purged_bytes - a->pool_purged_bytes) +
+           (c.superslabs_unmapped - a->superslabs_unmapped) * HK_SS_SIZE;
+}
+
+/* Whether the pool has released 90% of a burst of bytes since a. */
+struct burst_gone {
+    const struct hak_stats *a;
+    size_t bytes;
+};
+static int burst_gone(void *arg) {
+    struct burst_gone *g = arg;
+    return pool_released_since(g->a) >= g->bytes / 10 * 9;
+}
+
 /* A burst (250 MB of mid blocks, all freed) stays resident for the purge delay, up to the
  * pool's recent peak, so that a program working in waves finds it again without page faults;
  * once idle for the delay, a tick gives it back. Before, everything beyond a budget of the
@@ -842,25 +874,13 @@ TEST(ace_keeps_a_burst_for_the_delay_then_gives_it_back) {
     size_t peak = rss_bytes();
     struct hak_stats a = stats();
     for (int i = 0; i < N; i++) hak_free(p[i]);
-    struct hak_stats b = stats();
-    size_t released = (b.pool_purged_bytes - a.pool_purged_bytes) +
-                      (b.superslabs_unmapped - a.superslabs_unmapped) * HK_SS_SIZE;
+    size_t released = pool_released_since(&a);
     CHECKF(released < bytes / 10, "released %zu MB of %zu MB at the free", released >> 20,
            bytes >> 20);
-    /* Idle past the purge delay, then a tick. The window that tick closes may lengthen the
-     * delay (SuperSlabs mapped soon after earlier tests unmapped some count as refaults), so
-     * wait out the delay in force again, up to ACE's longest (8 times the configured one). */
-    size_t waited = 0, longest = 8 * (size_t)hk_cfg.purge_delay_ms + 400;
-    struct hak_stats c = b;
-    do {
-        size_t ms = c.purge_delay_ms + 50;
-        sleep_ms((unsigned)ms);
-        waited += ms;
-        tick();
-        c = stats();
-        released = (c.pool_purged_bytes - a.pool_purged_bytes) +
-                   (c.superslabs_unmapped - a.superslabs_unmapped) * HK_SS_SIZE;
-    } while (released < bytes / 10 * 9 && waited < longest);
+    /* Idle past the purge delay: it goes. */
+    struct burst_gone g = {&a, bytes};
+    size_t waited = idle_until(burst_gone, &g);
+    released = pool_released_since(&a);
     size_t after = rss_bytes();
     CHECKF(released >= bytes / 10 * 9, "released %zu MB of %zu MB after %zu ms",
            released >> 20, bytes >> 20, waited);
@@ -911,10 +931,22 @@ TEST(ace_keeps_a_heap_that_is_built_again) {
  * window that saw no demand for them, as before the page heap, the first wave of
  * bench/waves with blocks up to 8 MiB went in the first pause and was faulted in again
  * (31,000 page faults against 7,900). */
+enum { LARGE_N = 12 };
+#define LARGE_LEN ((size_t)4 << 20)
+#define LARGE_FLOOR ((size_t)16 << 20)
+
+/* Resident pages of the LARGE_N freed blocks of LARGE_LEN at p. */
+static size_t large_pages(unsigned char **p) {
+    size_t pages = 0;
+    for (int i = 0; i < LARGE_N; i++) pages += resident(p[i], LARGE_LEN);
+    return pages;
+}
+static int large_gone(void *p) { return large_pages(p) * 4096 <= LARGE_FLOOR; }
+
 TEST(ace_keeps_large_memory_for_the_delay_then_gives_it_back) {
-    enum { N = 12 };
+    enum { N = LARGE_N };
     static unsigned char *p[N];
-    size_t n = (size_t)4 << 20, floor = (size_t)16 << 20, total = N * n;
+    size_t n = LARGE_LEN, floor = LARGE_FLOOR, total = N * n;
     /* Fresh memory for the blocks: the free SuperSlabs the tests before left would serve them,
      * and memory taken back from the free stock is demand that ACE keeps memory for. */
     hak_trim();
@@ -930,23 +962,14 @@ TEST(ace_keeps_large_memory_for_the_delay_then_gives_it_back) {
         for (int i = 0; i < 40; i++) tick();
     }
     struct hak_stats s = stats();
-    size_t pages = 0;
-    for (int i = 0; i < N; i++) pages += resident(p[i], n);
+    size_t pages = large_pages(p);
     CHECKF(s.large_budget <= floor, "large budget %zu MiB", s.large_budget >> 20);
     CHECKF(pages * 4096 >= total / 10 * 9, "%zu of %zu MiB of the freed blocks kept",
            (pages * 4096) >> 20, total >> 20);
-    /* Idle past the purge delay (which a window may lengthen: wait out the one in force, up
-     * to ACE's longest), then a tick: down to the floor. */
-    size_t waited = 0, longest = 8 * (size_t)hk_cfg.purge_delay_ms + 400;
-    do {
-        size_t ms = s.purge_delay_ms + 50;
-        sleep_ms((unsigned)ms);
-        waited += ms;
-        tick();
-        s = stats();
-        pages = 0;
-        for (int i = 0; i < N; i++) pages += resident(p[i], n);
-    } while (pages * 4096 > floor && waited < longest);
+    /* Idle past the purge delay: down to the floor. */
+    size_t waited = idle_until(large_gone, p);
+    s = stats();
+    pages = large_pages(p);
     CHECKF(pages * 4096 <= floor, "%zu MiB of the freed blocks resident after %zu ms",
            (pages * 4096) >> 20, waited);
     /* (the ticks' own blocks, freed since the last trim, add a few KiB, and a SuperSlab the
