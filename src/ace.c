@@ -139,7 +139,7 @@ void hk_ace_update(uint64_t now) {
     size_t large_budget = hk_max_of(hk_ace.large_drawn, HK_ACE_HISTORY);
     size_t pool_peak = hk_max_of(hk_ace.pool_peak, HK_ACE_HISTORY);
     size_t large_peak = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
-    size_t large_share = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
+    size_t large_share = large_peak;
     /* Where the program has lately taken back more free large memory than the floor, a
      * quarter more: the blocks of a wave fall on other extents than the last wave's, and the
      * free bytes at a wave's end stand a little above its drawdown (bench/waves with blocks

@@ -72,7 +72,6 @@ struct hk_arena {
     /* Counters (under the lock). */
     size_t live_n;
     _Atomic size_t live_bytes;  /* written under the lock, read by anyone (hk_get) */
-    size_t inner_n;            /* live SuperSlabs cut from the arena (not in live_n) */
     _Atomic size_t mapped_bytes; /* likewise (hk_large_decay sums them) */
     _Atomic size_t live_peak;  /* likewise */
     uint64_t hits, misses, refault_bytes, purged_bytes;
@@ -417,10 +416,7 @@ static void hk_live_insert(struct hk_arena *a, struct hk_ext *e, int inner) {
     e->inner = (uint8_t)inner;
     hk_tab_insert(&a->by_start, e, 0);
     hk_arena_mark(a, e->addr);
-    if (inner) {
-        a->inner_n++;
-        return;
-    }
+    if (inner) return;
     a->live_n++;
     hk_live_grew(a, e->len);
 }
@@ -949,7 +945,6 @@ void hk_large_free_inner(void *p, size_t dirty) {
     HK_ASSERT(a != NULL && e != NULL && e->state == HK_EXT_LIVE && e->inner);
     if (!a) return;
     hk_tab_remove(&a->by_start, e, 0);
-    a->inner_n--;
     hk_free_unlock(a, e, dirty < e->len ? dirty : e->len, now);
 }
 

@@ -28,7 +28,8 @@
  * follows the live size. Live blocks are found by address in a hash table, so
  * free() and realloc() need no header and a pointer that is not a live block's start is
  * recognised. realloc grows in place into a free neighbour, shrinks in place, and otherwise
- * moves the pages with mremap, copying nothing.
+ * moves the pages with mremap, copying nothing: into resident free memory that fits where
+ * there is some, else to new address space.
  *
  * The tier is split into arenas, each such a page heap under a lock of its own (system calls
  * run outside it), so threads that allocate big blocks at once do not queue on one mutex.

@@ -6,9 +6,6 @@
 
 /* Maps size bytes of fresh zeroed read-write memory; NULL on failure. */
 void *hk_os_map(size_t size) HK_INTERNAL;
-/* Maps size bytes starting on an align boundary (align a power of two >= page): one exact
- * mmap while the kernel keeps returning aligned ones, else over-mapped and trimmed. */
-void *hk_os_map_aligned(size_t size, size_t align) HK_INTERNAL;
 void hk_os_unmap(void *p, size_t size) HK_INTERNAL;
 /* Releases the pages (contents become zero on next touch); the range stays mapped. */
 void hk_os_release(void *p, size_t size) HK_INTERNAL;

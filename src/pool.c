@@ -658,7 +658,9 @@ void hk_pool_give_cache(void) {
         hk_pool_decay_in(hk_now_ms(), 0, 1);
 }
 
-int hk_pool_has_cache(void) { return atomic_load_explicit(&hk_ncache_hint, memory_order_relaxed) != 0; }
+int hk_pool_has_cache(void) {
+    return atomic_load_explicit(&hk_ncache_hint, memory_order_relaxed) != 0;
+}
 
 /* --- reports -------------------------------------------------------------------------------- */
 
