@@ -141,7 +141,7 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
     return hk_large_block(n, HK_PAGE_SIZE, 0);
 }
 
-HK_EXPORT void *hak_malloc(size_t n) {
+HK_EXPORT HK_HOT_ENTRY void *hak_malloc(size_t n) {
     if (HK_LIKELY(n <= HK_TABLE_MAX)) {
         struct hk_heap *h = hk_heap_here();
         unsigned c = h->class_table[(n + 15) >> 4];
@@ -186,7 +186,7 @@ static inline void hk_free_inline(void *p) {
     hk_heap_free_slow(p, "free");
 }
 
-HK_EXPORT void hak_free(void *p) { hk_free_inline(p); }
+HK_EXPORT HK_HOT_ENTRY void hak_free(void *p) { hk_free_inline(p); }
 
 #ifdef HK_HARDENED
 /* free_sized and free_aligned_sized must be given the size that was asked for (C23): the
