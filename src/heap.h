@@ -80,7 +80,9 @@
  * Footprint: a class whose cache and current slab have not changed for the purge delay, as
  * the thread's ticks see them, gives its cache back to the slab and the slab up (to the
  * heap's lists, or kept or released if it is empty), so that a thread that used many classes
- * briefly does not hold a slab of each for ever.
+ * briefly does not hold a slab of each for ever. A thread that has just left memory idle
+ * has its rooms beat (HK_ROOM_BEAT), so that its next slow path, which looks at the clock and
+ * may run the tick that releases that memory, is at most that many frees of a class away.
  *
  * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
  * soft cap for its class, if the thread has allocated the class, and reused before any
@@ -143,6 +145,12 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
  * "Footprint"), at a trim and at thread exit. */
 #define HK_ROOM_GROW_BYTES (256u * 1024)
 #define HK_ROOM_GROWN_MAX (2u * 1024 * 1024)
+/* While a thread has left memory idle that is not yet released (beat_since below), its room
+ * is handed to free's counter HK_ROOM_BEAT at a time, the rest put aside with taken[] (heap.c,
+ * hk_room_set): whatever it then does with a class, a slow path that looks at the clock comes
+ * at least every HK_ROOM_BEAT frees of it, and the memory goes back on time (see
+ * "Footprint"). */
+#define HK_ROOM_BEAT 64u
 /* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 1 MiB of
  * its blocks, at least 2. Before the transfer lists (transfer.h) caught what a stash cannot
  * take, 1 MiB left blocks in inboxes (blocks of 64 KiB..1 MiB shared by 16 threads peaked at
@@ -186,8 +194,10 @@ struct hk_heap {
      * a refill, 1 less for each block freed into it, made up from taken[] when it runs out. It
      * lies one array after free[], so that an owned-slab entry's head leads to both. */
     intptr_t room[HK_NCLASS + 1];
-    /* Blocks malloc's fast path took from each cache since its room was last set: given back
-     * as room when the room runs out (hk_heap_cache_full). */
+    /* Room of each class not on the counter above: what was put aside when the room was last
+     * set (beyond HK_ROOM_BEAT), and a block for each one malloc's fast path took since,
+     * which makes room for one more free. Put on the counter when it runs out
+     * (hk_heap_cache_full). */
     uintptr_t taken[HK_NCLASS + 1];
     /* The owned-slab table: entry (p >> 16) % n of otab, n a power of two, is where free's
      * fast path looks for p's slab; omask is (n - 1) * 32, the entry's byte offset in the table
@@ -210,6 +220,11 @@ struct hk_heap {
     uint16_t nretained[HK_NCLASS];
     uint64_t retained_mask;               /* classes with retained slabs */
     uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
+    /* When the thread last left memory idle for the pools to release (a slab emptied, a large
+     * block freed), once it left HK_BEAT_BYTES within a tick (left_idle counts them); 0 when
+     * that was longer than the purge delay ago: meanwhile its rooms beat (HK_ROOM_BEAT). */
+    uint64_t beat_since;
+    size_t left_idle;
     /* Each class's current slab and cache as the last tick saw them, and since when they
      * have not changed: a class quiet for the purge delay lets its current slab go. */
     void *seen_head[HK_NCLASS];
