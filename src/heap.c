@@ -64,29 +64,32 @@ _Static_assert(offsetof(struct hk_heap, room) ==
 static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
     uintptr_t now = r > HK_ROOM_BEAT && h->beat_since ? HK_ROOM_BEAT : r;
     h->room[c] = (intptr_t)now;
+    h->room_given[c] = (uint16_t)now;
     h->taken[c] = r - now;
 }
 #endif
 
-/* The calling thread has just left `bytes` idle (now): once that makes HK_BEAT_BYTES within
- * a tick, its rooms beat until the purge delay has passed (hk_heap_tick ends it). A program
- * that frees a burst and then lives on its cache alone, malloc/free pairs of one class, takes
- * no refill, no stash and no batch: the room running out is its only slow path, and a full
- * room is up to 1,024 frees (bench/burst, 100 pairs after 1.2 s of sleep: 128 MiB kept in
- * every run, 1 GiB in 3 of 8). The beat costs a slow path every 64 frees: 4-5% of tight 32 if
- * it were on for good, 3% of scatter, whose slabs empty now and then, if any slab turned it
- * on. So it is on only while there is memory worth giving back; a program that leaves less
- * idle has it released at its next slow path. */
-#define HK_BEAT_BYTES (4u << 20)
+/* The calling thread has just left `bytes` idle (now): once what it left idle within a tick,
+ * less what it took back (a kept or pooled slab, a large block), makes HK_BEAT_BYTES, its
+ * rooms beat until the purge delay has passed (hk_heap_tick ends it). A program that frees a
+ * burst and then lives on its cache alone, malloc/free pairs of one class, takes no refill,
+ * no stash and no batch: the room running out is its only slow path, and a full room is up
+ * to 1,024 frees (bench/burst, 100 pairs after 1.2 s of sleep: 128 MiB kept in every run, 1
+ * GiB in 3 of 8). The beat costs a slow path every 64 frees: 4-5% of tight 32 if it were on
+ * for good, 10% of scatter, whose threads empty and take back 4 MiB of slabs within 10 ms,
+ * if it counted what goes idle and not what stays so. So it is on only while there is memory
+ * worth giving back; a program that leaves less idle has it released at its next slow path. */
+#define HK_BEAT_BYTES ((intptr_t)4 << 20)
 static void hk_heap_beat(struct hk_heap *h, uint64_t now, size_t bytes) {
-    h->left_idle += bytes;
-    if (h->left_idle < HK_BEAT_BYTES && !h->beat_since) return;
+    h->left_idle += (intptr_t)bytes;
+    if (h->left_idle < HK_BEAT_BYTES) return;
 #ifndef HK_HARDENED
     if (!h->beat_since)
         for (unsigned c = 0; c < HK_NCLASS; c++)
             if (h->room[c] > (intptr_t)HK_ROOM_BEAT) {
                 h->taken[c] += (uintptr_t)h->room[c] - HK_ROOM_BEAT;
                 h->room[c] = HK_ROOM_BEAT;
+                h->room_given[c] = HK_ROOM_BEAT;
             }
 #endif
     h->beat_since = now ? now : 1;
@@ -733,6 +736,7 @@ void hk_heap_cache_full(void **head) {
     struct hk_heap *h = &hk_tls;
     hk_heap_enter(h);
     unsigned c = (unsigned)(head - h->free);
+    h->beat_left -= h->room_given[c]; /* the frees this room took */
     if (hk_room_make_up(h, c) == 0) {
         unsigned full = h->room_full[c];
         h->room_sent |= (uint64_t)1 << c; /* a refill of c before the next one grows the room */
@@ -749,12 +753,14 @@ void hk_heap_cache_full(void **head) {
     }
     HK_ASSERT(h->room[c] > 0);
     /* A thread whose mallocs and frees of a class balance takes no refill, no stash and no
-     * batch: this may be its only slow path, once a room of frees. So it looks at the clock
-     * each time (a vDSO read of about 5 ns), not every HK_TICK_REFILLS events, and memory
-     * kept idle goes back on time while the program lives on its cache (burst: 100
-     * malloc/free pairs after 1.2 s of sleep released a 1 GiB burst in 5 of 8 runs, by
-     * chance of the countdown; now in every run). */
-    if (h->owner && !h->exiting) hk_heap_tick_if_due(h);
+     * batch: this may be its only slow path. So it looks at the clock once the rooms that ran
+     * out here took HK_ROOM_BEAT frees since the last look (a vDSO read of about 5 ns; at
+     * every call, a thread tearing down another's blocks, whose rooms are 8, ran 6% slower),
+     * and memory kept idle goes back on time while the program lives on its cache. */
+    if (h->beat_left <= 0 && h->owner && !h->exiting) {
+        h->beat_left = HK_ROOM_BEAT;
+        hk_heap_tick_if_due(h);
+    }
     hk_heap_leave(h);
 }
 #endif
@@ -1354,6 +1360,10 @@ static void hk_heap_free_in_slab(struct hk_heap *h, struct hk_slab *s, void *p, 
     }
 }
 
+void hk_heap_large_taken(void) {
+    if (hk_tls.owner) hk_tls.left_idle -= (intptr_t)HK_MID_MAX; /* at least that */
+}
+
 /* free of p, a pointer into no SuperSlab: NULL, a large block, or a misuse. */
 static void hk_heap_free_outside(void *p, const char *op) {
     if (p == NULL) return;
@@ -1361,7 +1371,7 @@ static void hk_heap_free_outside(void *p, const char *op) {
     if (r > 0) {
         uint64_t now = hk_now_ms();
         if (HK_UNLIKELY(hk_counting)) hk_heap_count_large(0);
-        if (hk_tls.owner) hk_heap_beat(&hk_tls, now, HK_BEAT_BYTES); /* a MiB or more */
+        if (hk_tls.owner) hk_heap_beat(&hk_tls, now, HK_MID_MAX); /* at least that */
         hk_decay_tick(now);
         return;
     }
@@ -1577,9 +1587,11 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
             hk_heap_list_add(h, s, HK_LIST_FULL);
         }
         if ((s = h->partial[c]) != NULL || (s = h->retained[c]) != NULL) {
+            if (s->list == HK_LIST_RETAINED) h->left_idle -= (intptr_t)hk_slab_bytes(s);
             hk_heap_list_remove(h, s);
         } else if ((s = hk_orphan_adopt(c, h->owner)) == NULL) {
             if ((s = hk_pool_acquire(c)) == NULL) return 0;
+            h->left_idle -= (intptr_t)hk_slab_bytes(s);
             atomic_store_explicit(&s->owner, h->owner, memory_order_release);
         }
         s->list = HK_LIST_CURRENT;

@@ -55,6 +55,7 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
         hk_pool_give_cache();
         p = hk_large_alloc(n, align, &zeroed, 0);
     }
+    if (p) hk_heap_large_taken();
     if (HK_UNLIKELY(hk_counting) && p) hk_heap_count_large(1);
     if (!p && HK_TRACING(HK_T_FAIL))
         hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes", n, "align",

@@ -892,10 +892,10 @@ TEST(ace_keeps_a_burst_for_the_delay_then_gives_it_back) {
 #endif
 }
 
-/* Malloc/free pairs of one small class, as many as a room hands free's counter at a time and
- * one more (heap.h, HK_ROOM_BEAT): after the first pair, no refill. */
+/* Malloc/free pairs of one small class, as many as may pass before a slow path looks at the
+ * clock (heap.h, HK_ROOM_BEAT): after the first pair, no refill. */
 static void pairs(void) {
-    for (unsigned i = 0; i <= HK_ROOM_BEAT; i++) {
+    for (unsigned i = 0; i < 2 * HK_ROOM_BEAT; i++) {
         void *q = hak_malloc(200);
         __asm__ volatile("" : : "r"(q) : "memory");
         hak_free(q);
