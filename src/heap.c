@@ -83,16 +83,17 @@ static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
 static void hk_heap_beat(struct hk_heap *h, uint64_t now, size_t bytes) {
     h->left_idle += (intptr_t)bytes;
     if (h->left_idle < HK_BEAT_BYTES) return;
-#ifndef HK_HARDENED
-    if (!h->beat_since)
-        for (unsigned c = 0; c < HK_NCLASS; c++)
-            if (h->room[c] > (intptr_t)HK_ROOM_BEAT) {
-                h->taken[c] += (uintptr_t)h->room[c] - HK_ROOM_BEAT;
-                h->room[c] = HK_ROOM_BEAT;
-                h->room_given[c] = HK_ROOM_BEAT;
-            }
-#endif
+    int start = !h->beat_since;
     h->beat_since = now ? now : 1;
+#ifndef HK_HARDENED
+    /* Rooms set before the beat started are set again, the same room handed out in parts. */
+    if (start)
+        for (unsigned c = 0; c < HK_NCLASS; c++)
+            if (h->room[c] > (intptr_t)HK_ROOM_BEAT)
+                hk_room_set(h, c, (uintptr_t)h->room[c] + h->taken[c]);
+#else
+    (void)start;
+#endif
 }
 
 /* The owned-slab table entry of slab s, and the slab that holds it (NULL: none). */

@@ -82,8 +82,8 @@
  * heap's lists, or kept or released if it is empty), so that a thread that used many classes
  * briefly does not hold a slab of each for ever. A thread that has just left 4 MiB or more
  * idle within a tick (heap.c, HK_BEAT_BYTES) has its rooms beat (HK_ROOM_BEAT) for the purge
- * delay, so that its next slow path, which looks at the clock and may run the tick that
- * releases that memory, is at most that many frees of a class away.
+ * delay, so that a slow path that looks at the clock, and may run the tick that releases
+ * that memory, is at most twice that many frees of a class away.
  *
  * Retention (the soft cap): a slab that empties is kept by the thread, up to the policy's
  * soft cap for its class, if the thread has allocated the class, and reused before any
@@ -274,11 +274,10 @@ struct hk_heap {
 #endif
     /* When the thread last left memory idle for the pools to release (a slab emptied, a large
      * block freed), once it left HK_BEAT_BYTES within a tick, net of what it took back
-     * (left_idle counts them); 0 when
-     * that was longer than the purge delay ago: meanwhile its rooms beat (HK_ROOM_BEAT). At
-     * the end, like the fields above: fields that move the fast paths' fields to other
-     * offsets move tight 32 by up to 7% (5.11 ns a pair against 5.49 with these fields beside
-     * next_tick), by where its loads and stores then fall. */
+     * (left_idle counts them); 0 when that was longer than the purge delay ago: meanwhile its
+     * rooms beat (HK_ROOM_BEAT). At the end, like the fields above: fields that move the fast
+     * paths' fields to other offsets move tight 32 by up to 7% (5.11 ns a pair against 5.49
+     * with these fields beside next_tick), by where its loads and stores then fall. */
     uint64_t beat_since;
     intptr_t left_idle;
 };

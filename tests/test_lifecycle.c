@@ -904,8 +904,8 @@ static void pairs(void) {
 
 /* A program that frees a burst and then lives on its thread cache alone (malloc/free pairs
  * of one class, no refill) still gets the burst released once it has been idle for the
- * delay: the room is handed to free's counter a beat at a time, and each beat that runs out
- * is a slow path that looks at the clock. Before, only every 16th refill or stash did, and a
+ * delay: the room is handed to free's counter a beat at a time, and a slow path looks at the
+ * clock once the beats that ran out took HK_ROOM_BEAT frees. Before, only every 16th refill or stash did, and a
  * room ran out after up to 1,024 frees, so such a program kept the burst for good
  * (bench/burst: 1 GiB kept in 3 of 8 runs, 128 MiB in every run). */
 TEST(release_reaches_a_thread_that_lives_on_its_cache) {
