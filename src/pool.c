@@ -16,7 +16,11 @@ enum { HK_SSL_NONE = 0, HK_SSL_PARTIAL, HK_SSL_CACHE };
 static pthread_mutex_t hk_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 /* Takes the pool's mutex, counting the acquisitions and those that had to wait. */
-static void hk_pool_lock(void) { HK_LOCK_COUNTED(&hk_pool_mutex, pool_lock, pool_lock_waited); }
+static void hk_pool_lock(void) {
+    int waited = hk_mutex_take(&hk_pool_mutex);
+    hk_tally_bump(&hk_ctr.pool_lock); /* as hk_lock: written by the holder only */
+    if (waited) hk_tally_bump(&hk_ctr.pool_lock_waited);
+}
 /* EMPTY slabs by the class they served, newest first; [HK_CLS_NONE] holds the single slots
  * left over when part of an EMPTY span was taken by stage 2. */
 static struct hk_slab *hk_empty[HK_NCLASS + 1];

@@ -4,7 +4,6 @@
 #ifndef HK_STATS_H
 #define HK_STATS_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "common.h"
@@ -29,17 +28,6 @@ extern struct hk_counters hk_ctr HK_INTERNAL;
 
 #define HK_STAT_INC(f) atomic_fetch_add_explicit(&hk_ctr.f, 1, memory_order_relaxed)
 #define HK_STAT_ADD(f, n) atomic_fetch_add_explicit(&hk_ctr.f, (n), memory_order_relaxed)
-
-/* Takes mutex m, counting the acquisition and, if it had to wait, the contention. The counts
- * are written by the holder only, once it holds m: a load and a store, not a read-modify-write
- * that every thread on its way to the lock would make on a shared line. */
-#define HK_LOCK_COUNTED(m, acq, waited)                                                        \
-    do {                                                                                       \
-        int hk_waited_ = pthread_mutex_trylock(m) != 0;                                        \
-        if (hk_waited_) pthread_mutex_lock(m);                                                 \
-        hk_tally_bump(&hk_ctr.acq);                                                            \
-        if (hk_waited_) hk_tally_bump(&hk_ctr.waited);                                         \
-    } while (0)
 
 /* Operations per size class, and of large blocks, kept only when hk_counting is
  * set (HAKMEM_STATS at start-up): each thread counts into its own owner record (owner.h),
