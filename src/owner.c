@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "lock.h"
 #include "os.h"
 
 #define HK_OWNER_CHUNK ((size_t)64 * 1024)
@@ -14,7 +15,7 @@ static struct hk_tally hk_owner_exited; /* the counts of threads that have exite
 
 struct hk_owner *hk_owner_new(void) {
     struct hk_owner *o;
-    pthread_mutex_lock(&hk_owner_mutex);
+    hk_mutex_take(&hk_owner_mutex);
     if ((o = hk_owner_free_list) != NULL) {
         hk_owner_free_list = o->next_free;
     } else {
@@ -47,7 +48,7 @@ static void hk_move(_Atomic uint64_t *to, _Atomic uint64_t *from) {
 }
 
 void hk_owner_retire(struct hk_owner *o) {
-    pthread_mutex_lock(&hk_owner_mutex);
+    hk_mutex_take(&hk_owner_mutex);
     struct hk_tally *t = &o->tally, *x = &hk_owner_exited;
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         hk_move(&x->allocs[c], &t->allocs[c]);
@@ -71,7 +72,7 @@ static _Atomic unsigned hk_owner_nparked;
 void hk_owner_park(struct hk_owner *o, uint64_t now) {
     o->parked_at = now;
     atomic_store_explicit(&o->parked_pushes, 0, memory_order_relaxed);
-    pthread_mutex_lock(&hk_owner_mutex);
+    hk_mutex_take(&hk_owner_mutex);
     o->prev_parked = NULL;
     o->next_parked = hk_owner_parked_head;
     if (hk_owner_parked_head) hk_owner_parked_head->prev_parked = o;
@@ -95,7 +96,7 @@ static void hk_owner_unlink_parked(struct hk_owner *o) {
 
 struct hk_owner *hk_owner_unpark(uint64_t older) {
     if (!hk_owner_parked()) return NULL;
-    pthread_mutex_lock(&hk_owner_mutex);
+    hk_mutex_take(&hk_owner_mutex);
     struct hk_owner *o = older == 0 ? hk_owner_parked_head : hk_owner_parked_tail;
     if (o && older != 0 && o->parked_at >= older) o = NULL; /* the oldest is not old enough */
     if (o) hk_owner_unlink_parked(o);
@@ -107,7 +108,7 @@ int hk_owner_unpark_this(struct hk_owner *o) {
     /* The flag changes under the mutex only: a record that reads as not parked here is not,
      * or is being parked or taken this instant, and either way is not this caller's. */
     if (!atomic_load_explicit(&o->parked, memory_order_relaxed)) return 0;
-    pthread_mutex_lock(&hk_owner_mutex);
+    hk_mutex_take(&hk_owner_mutex);
     int found = atomic_load_explicit(&o->parked, memory_order_relaxed);
     if (found) hk_owner_unlink_parked(o);
     pthread_mutex_unlock(&hk_owner_mutex);
@@ -139,7 +140,7 @@ static void hk_tally_add(struct hk_tally_sum *sum, struct hk_tally *t) {
 
 void hk_owner_tally(struct hk_tally_sum *sum) {
     *sum = (struct hk_tally_sum){0};
-    pthread_mutex_lock(&hk_owner_mutex);
+    hk_mutex_take(&hk_owner_mutex);
     hk_tally_add(sum, &hk_owner_exited);
     for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) hk_tally_add(sum, &o->tally);
     pthread_mutex_unlock(&hk_owner_mutex);
