@@ -14,7 +14,9 @@
 #   NO_CALLGRIND=1       skip the callgrind instruction counts
 #   NO_CHART=1           skip the PNG chart
 #   HAKMEM_LIB=path      library under test (default build/libhakmem.so)
-#   EXTRA=name=path,...  more libraries to run beside it (e.g. an older build)
+#   EXTRA=name=path,...  more libraries to run beside it (e.g. an older build);
+#                        name=path:VAR=value:... runs that one with the
+#                        variables set (hakmem-ace0=build/libhakmem.so:HAKMEM_ACE=0)
 #   LIBDIR=path          where to look for the Debian peers
 #                        (default /usr/lib/<multiarch>)
 #   RESULTS_DIR=path     where results go (default bench/results)
@@ -148,12 +150,14 @@ find_lib() { # find_lib PATTERN... -> first existing file
 
 ALLOC_NAMES=(glibc)
 ALLOC_LIBS=("")
-add_alloc() { # add_alloc NAME LIB
+ALLOC_ENVS=("") # VAR=value words for the allocator's runs, space-separated
+add_alloc() { # add_alloc NAME LIB [ENV]
     if [[ -n $ALLOCATORS ]] && ! in_list "$1" "$ALLOCATORS"; then
         return 0
     fi
     ALLOC_NAMES+=("$1")
     ALLOC_LIBS+=("$2")
+    ALLOC_ENVS+=("${3:-}")
 }
 if [[ -e $HAKMEM_LIB ]]; then
     add_alloc hakmem "$HAKMEM_LIB"
@@ -165,10 +169,20 @@ fi
 if [[ -n ${EXTRA:-} ]]; then
     IFS=, read -r -a extra_list <<< "$EXTRA"
     for e in "${extra_list[@]}"; do
-        [[ $e == ?*=?* ]] || die "EXTRA: expected NAME=PATH, got '$e'"
-        [[ -e ${e#*=} ]] || die "EXTRA: ${e#*=} not found"
+        [[ $e == ?*=?* ]] || die "EXTRA: expected NAME=PATH[:VAR=value...], got '$e'"
+        spec=${e#*=}
+        path=${spec%%:*}
+        vars=""
+        [[ $spec == *:* ]] && vars=${spec#*:}
+        [[ -e $path ]] || die "EXTRA: $path not found"
+        IFS=: read -r -a var_list <<< "$vars"
+        for v in "${var_list[@]}"; do
+            [[ $v =~ ^[A-Z_][A-Z0-9_]*=[^[:space:]]*$ ]] ||
+                die "EXTRA: expected VAR=value after the path, got '$v'"
+        done
         ALLOC_NAMES+=("${e%%=*}")
-        ALLOC_LIBS+=("${e#*=}")
+        ALLOC_LIBS+=("$path")
+        ALLOC_ENVS+=("${var_list[*]}")
     done
 fi
 if lib=$(find_lib 'libmimalloc.so.2' 'libmimalloc.so*'); then add_alloc mimalloc "$lib"; fi
@@ -189,6 +203,8 @@ env_for() { # env_for INDEX -> sets ENV_CMD array
     else
         ENV_CMD=(env "LD_PRELOAD=${ALLOC_LIBS[$1]}")
     fi
+    # shellcheck disable=SC2206  # the words are VAR=value, checked above
+    ENV_CMD+=(${ALLOC_ENVS[$1]})
 }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/hakmem-bench.XXXXXX")
@@ -199,6 +215,7 @@ trap 'rm -rf "$TMP"' EXIT
 # short run.
 OK_NAMES=()
 OK_LIBS=()
+OK_ENVS=()
 for i in "${!ALLOC_NAMES[@]}"; do
     env_for "$i"
     if timeout 20 "${ENV_CMD[@]}" "$BIN/tight" 32 1000 >"$TMP/sanity.out" 2>"$TMP/sanity.err" &&
@@ -206,6 +223,7 @@ for i in "${!ALLOC_NAMES[@]}"; do
         tail -n 1 "$TMP/sanity.out" | grep -q '^bench=tight '; then
         OK_NAMES+=("${ALLOC_NAMES[$i]}")
         OK_LIBS+=("${ALLOC_LIBS[$i]}")
+        OK_ENVS+=("${ALLOC_ENVS[$i]}")
     else
         log "warning: allocator ${ALLOC_NAMES[$i]} (${ALLOC_LIBS[$i]:-libc}) failed the sanity run; skipped:"
         sed 's/^/    /' "$TMP/sanity.err" | head -n 5 >&2
@@ -213,10 +231,11 @@ for i in "${!ALLOC_NAMES[@]}"; do
 done
 ALLOC_NAMES=("${OK_NAMES[@]}")
 ALLOC_LIBS=("${OK_LIBS[@]}")
+ALLOC_ENVS=("${OK_ENVS[@]}")
 NALLOC=${#ALLOC_NAMES[@]}
 ((NALLOC > 0)) || die "no allocator passed the sanity run (not even glibc)"
 for i in "${!ALLOC_NAMES[@]}"; do
-    log "allocator: ${ALLOC_NAMES[$i]}  ${ALLOC_LIBS[$i]:-(libc, no LD_PRELOAD)}"
+    log "allocator: ${ALLOC_NAMES[$i]}  ${ALLOC_LIBS[$i]:-(libc, no LD_PRELOAD)} ${ALLOC_ENVS[$i]}"
 done
 
 # ---------------------------------------------------------------------------
@@ -298,8 +317,9 @@ run_strace() {
     local b=$1 a=$2 f="$TMP/strace.txt"
     SC_MMAP="" SC_MUNMAP="" SC_MADVISE="" SC_MREMAP="" SC_BRK="" SC_SUM=""
     ((HAVE_STRACE)) || return 0
-    local preload=(-E LD_PRELOAD)
+    local preload=(-E LD_PRELOAD) v
     [[ -n ${ALLOC_LIBS[$a]} ]] && preload=(-E "LD_PRELOAD=${ALLOC_LIBS[$a]}")
+    for v in ${ALLOC_ENVS[$a]}; do preload+=(-E "$v"); done
     # shellcheck disable=SC2086  # word splitting of the argument string is wanted
     if ! timeout "$RUN_TIMEOUT" strace "${STRACE_OPTS[@]}" -o "$f" "${preload[@]}" \
         "$BIN/${B_PROG[$b]}" ${B_SARGS[$b]} >/dev/null 2>"$TMP/strace.err"; then
@@ -470,7 +490,7 @@ FOREIGN=$(foreign_pct "$RUN_SAMPLE0" "$(cpu_sample)")
 log "other processes (and kernel threads) used about $FOREIGN% of the CPUs during the run"
 LIBS_DESC=""
 for i in "${!ALLOC_NAMES[@]}"; do
-    LIBS_DESC+="${ALLOC_NAMES[$i]}=${ALLOC_LIBS[$i]:-libc (no LD_PRELOAD)};"
+    LIBS_DESC+="${ALLOC_NAMES[$i]}=${ALLOC_LIBS[$i]:-libc (no LD_PRELOAD)}${ALLOC_ENVS[$i]:+ with ${ALLOC_ENVS[$i]}};"
 done
 "$PY" "$BENCH_DIR/report.py" summarize "$RUNS" "$SUMMARY" "$TABLES" --libs "$LIBS_DESC" \
     --title "hakmem benchmarks: BENCH=$BENCH THREADS=$THREADS REPS=$REPS ($(date +%F), ${ELAPSED}s, other CPU load ${FOREIGN}%)"
