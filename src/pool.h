@@ -54,7 +54,8 @@ struct hk_pool_demand {
     size_t drawn_bytes;            /* the deepest drawdown of the EMPTY bytes by reuse in the
                                     * window: how much free memory the program took back */
     uint64_t refault_bytes;        /* bytes taken again soon after their pages were released */
-    size_t peak_bytes;             /* the most bytes of ACTIVE slabs in the window */
+    size_t peak_bytes;             /* the most bytes of ACTIVE slabs in the window, and the
+                                    * EMPTY ones the pool held at that moment */
 };
 void hk_pool_demand(struct hk_pool_demand *out) HK_INTERNAL;
 

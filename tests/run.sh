@@ -48,6 +48,7 @@ lifecycle() { # lifecycle FLAVOUR: every mode of test_lifecycle in that build
     echo 1000000000 > "$cgdir/memory.max"
     echo 100000000 > "$cgdir/memory.current"
     run "test_lifecycle cgroup${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_CGROUP="$cgdir" $bin cgroup
+    run "test_lifecycle slack${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_SS_CACHE=2 $bin slack
     run "test_lifecycle bg${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_BG_THREAD=1 \
         HAKMEM_PURGE_DELAY_MS=100 $bin bg
 }
