@@ -13,14 +13,11 @@
 
 enum { HK_SSL_NONE = 0, HK_SSL_PARTIAL, HK_SSL_CACHE };
 
-static pthread_mutex_t hk_pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* The pool's mutex, which counts its acquisitions and those that had to wait (lock.h). */
+static struct hk_lock hk_pool_mutex = HK_LOCK_INIT;
 
-/* Takes the pool's mutex, counting the acquisitions and those that had to wait. */
-static void hk_pool_lock(void) {
-    int waited = hk_mutex_take(&hk_pool_mutex);
-    hk_tally_bump(&hk_ctr.pool_lock); /* as hk_lock: written by the holder only */
-    if (waited) hk_tally_bump(&hk_ctr.pool_lock_waited);
-}
+static void hk_pool_lock(void) { hk_lock(&hk_pool_mutex); }
+static void hk_pool_unlock(void) { hk_unlock(&hk_pool_mutex); }
 /* EMPTY slabs by the class they served, newest first; [HK_CLS_NONE] holds the single slots
  * left over when part of an EMPTY span was taken by stage 2. */
 static struct hk_slab *hk_empty[HK_NCLASS + 1];
@@ -398,7 +395,7 @@ static struct hk_slab *hk_take_run(struct hk_superslab *ss, unsigned i, unsigned
     if (cached) HK_STAT_INC(acquire_stage3_cache);
     else HK_STAT_INC(acquire_stage2);
     struct hk_slab *s = hk_activate(ss, i, k, c, now);
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
     return hk_pool_traced(s, c, cached ? "acquire stage 3 (a cached SuperSlab)"
                                        : "acquire stage 2 (free slots of a SuperSlab in use)");
 }
@@ -423,7 +420,7 @@ again:
         hk_drawdown_take(&hk_drawn, hk_slab_bytes(s));
         HK_STAT_INC(acquire_stage1);
         s = hk_activate(ss, hk_slab_index(s), k, c, now);
-        pthread_mutex_unlock(&hk_pool_mutex);
+        hk_pool_unlock();
         return hk_pool_traced(s, c, "acquire stage 1 (an EMPTY slab of the class)");
     }
     /* Stage 2: a run of EMPTY slots (resident pages: no fault) in one of the first few
@@ -441,7 +438,7 @@ again:
     if (fit) return hk_take_run(fit, (unsigned)hk_find_run(fit->avail, k), k, c, now);
     /* Free slots wait in fronts: the pool proper takes them before it reaches stage 3. */
     if (!drained) {
-        pthread_mutex_unlock(&hk_pool_mutex);
+        hk_pool_unlock();
         drained = 1;
         if (hk_front_drain_all(now)) goto again;
         hk_pool_lock();
@@ -449,7 +446,7 @@ again:
     /* Stage 3: a SuperSlab with no ACTIVE slot (one still purging some may lack the run). */
     for (ss = hk_cache_head; ss; ss = ss->next)
         if ((i = hk_find_run(ss->avail, k)) >= 0) return hk_take_run(ss, (unsigned)i, k, c, now);
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
     /* A new SuperSlab, mapped without the lock: it is nobody's until it is listed. */
     int fresh;
     if ((ss = hk_ss_map(&fresh)) == NULL) return NULL;
@@ -458,7 +455,7 @@ again:
     HK_STAT_INC(acquire_stage3_mmap);
     if (fresh) hk_pool_remapped(now);
     s = hk_activate(ss, 1, k, c, now);
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
     return hk_pool_traced(s, c, "acquire stage 3 (a new SuperSlab)");
 }
 
@@ -535,7 +532,7 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     hk_pool_lock();
     hk_pool_release_locked(s, idle_since, now, 0);
     int over = hk_pool_over();
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
     if (over) hk_pool_decay(now, 0);
 }
 
@@ -548,7 +545,7 @@ static void hk_front_to_pool(struct hk_slab *l, uint64_t now) {
         hk_pool_release_locked(l, l->idle_since, now, 1);
         l = next;
     }
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
 }
 
 static unsigned hk_front_drain_all(uint64_t now) {
@@ -569,7 +566,7 @@ static void hk_front_decay(uint64_t now, int force) {
     uint64_t delay = hk_pol_purge_delay();
     hk_pool_lock();
     int over = hk_empty_bytes + (slots << HK_SLAB_SHIFT) > hk_pool_budget();
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
     uint64_t older = force || over ? 0 : now > delay ? now - delay + 1 : 1;
     struct hk_slab *l = NULL;
     for (unsigned c = 0; c < HK_NCLASS; c++) hk_front_detach(c, older, &l);
@@ -626,7 +623,7 @@ static size_t hk_pool_decay_in(uint64_t now, int force, int cache_only) {
             hk_ss_relist(sss, now);
             purge[np++] = s;
         }
-        pthread_mutex_unlock(&hk_pool_mutex);
+        hk_pool_unlock();
         if (np == 0 && nu == 0) break;
 
         for (unsigned x = 0; x < nu; x++) {
@@ -661,7 +658,7 @@ static size_t hk_pool_decay_in(uint64_t now, int force, int cache_only) {
                 hk_purged_bytes += (size_t)k << HK_SLAB_SHIFT;
                 hk_ss_relist(sss, now);
             }
-            pthread_mutex_unlock(&hk_pool_mutex);
+            hk_pool_unlock();
         }
         if (np < HK_DECAY_BATCH && nu < HK_DECAY_BATCH) break;
     }
@@ -695,7 +692,7 @@ void hk_pool_demand(struct hk_pool_demand *out) {
     out->peak_bytes = hk_peak_slots * HK_SLAB_SIZE;
     hk_peak_active = hk_peak_slots = hk_nactive_slots;
     out->refault_bytes = hk_refault_bytes;
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
 }
 
 void hk_pool_stats(struct hak_stats *out) {
@@ -705,6 +702,7 @@ void hk_pool_stats(struct hak_stats *out) {
     }
     for (unsigned i = 0; i < HK_LOCK_STRIPES; i++)
         hk_lock_add(&hk_front_locks[i], &out->pool_class_lock, &out->pool_class_lock_waited);
+    hk_lock_add(&hk_pool_mutex, &out->pool_lock, &out->pool_lock_waited);
     hk_pool_lock();
     size_t fslots = hk_front_slots();
     out->superslabs_now = hk_nss;
@@ -721,15 +719,15 @@ void hk_pool_stats(struct hak_stats *out) {
         out->class_slabs_acquired[c] = acquired;
         out->class_slabs_held[c] = acquired - released;
     }
-    pthread_mutex_unlock(&hk_pool_mutex);
+    hk_pool_unlock();
 }
 
 /* No path holds a front's lock and the pool's together, so any order will do. */
 void hk_pool_lock_all(void) {
     for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_lock(&hk_front_locks[i].m);
-    pthread_mutex_lock(&hk_pool_mutex);
+    pthread_mutex_lock(&hk_pool_mutex.m);
 }
 void hk_pool_unlock_all(void) {
-    pthread_mutex_unlock(&hk_pool_mutex);
+    pthread_mutex_unlock(&hk_pool_mutex.m);
     for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) pthread_mutex_unlock(&hk_front_locks[i].m);
 }

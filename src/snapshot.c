@@ -39,8 +39,6 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(os_mmap_bytes);
     HK_LOAD(os_munmap_bytes);
     HK_LOAD(os_madvise_bytes);
-    HK_LOAD(pool_lock);
-    HK_LOAD(pool_lock_waited);
     HK_LOAD(threads_started);
     HK_LOAD(threads_exited);
     HK_LOAD(heaps_taken_over);

@@ -16,7 +16,6 @@ struct hk_counters {
     _Atomic size_t slab_release, slab_adopt, slab_abandon;
     _Atomic size_t remote_free; /* by threads without a heap (the others count in their tally) */
     _Atomic size_t ss_unmapped;
-    _Atomic size_t pool_lock, pool_lock_waited; /* pool mutex acquisitions, and those that waited */
     _Atomic size_t threads_started, threads_exited;
     _Atomic size_t heaps_taken_over, heaps_taken_in, heaps_given_up; /* exited threads' heaps
                                                                       * (heap.c) */
