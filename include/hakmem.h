@@ -74,6 +74,7 @@ struct hak_stats {
                                                  * resident pages into the new block (mremap) */
     size_t large_arenas;                       /* page heaps the large tier is split into */
     size_t large_steals;                       /* free extents an arena took from another */
+    size_t large_queued_frees;                 /* frees left for an arena's lock's next holder */
     /* The policy in force (ACE's current choices, or the fixed ones with HAKMEM_ACE=0). */
     size_t purge_delay_ms, unmap_delay_ms;
     size_t pool_budget, large_budget;          /* free resident bytes kept regardless of age */

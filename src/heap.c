@@ -1376,7 +1376,7 @@ static void hk_heap_free_outside(void *p, const char *op) {
         hk_decay_tick(now);
         return;
     }
-    hk_report(op, p, r < 0 ? "double free" : "invalid pointer (not allocated by hakmem)");
+    hk_large_refused(op, p, r);
 }
 
 #ifdef HK_HARDENED

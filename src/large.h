@@ -36,7 +36,10 @@
  * A thread takes the arena with the fewest threads at its first request and leaves it when
  * it exits, so threads that run together spread out and threads that follow each other
  * share one heap; a block goes
- * back to the arena that made it, found from its address in the page map (pagemap.h). An
+ * back to the arena that made it, found from its address in the page map (pagemap.h). A thread
+ * that frees a block of another thread's arena, or finds the lock taken, leaves the free in
+ * one of the arena's slots with a compare-and-swap, and whoever next holds the lock (an
+ * allocation, a free, the decay tick) makes it; only when every slot is full does it wait. An
  * arena whose free memory fits no request takes a free extent that does from another arena
  * before it maps more, so memory moves to where it is asked for and none is stranded. One
  * budget holds for the dirty bytes of all arenas together. */
@@ -59,8 +62,12 @@ enum {
  * *zeroed tells whether its bytes are known to be zero. */
 void *hk_large_alloc(size_t n, size_t align, int *zeroed, unsigned flags) HK_INTERNAL;
 /* Frees p: 1 if it was a live large block, 0 if it is no large block at all, -1 if it is the
- * start of a free extent (a double free). */
+ * start of a free extent (a double free). Also 1 where the free was left in a slot for the
+ * next holder of the arena's lock (a block of another thread's arena, or a lock that was
+ * taken): that holder reports the misuse then, if it was one (hk_large_refused). */
 int hk_large_free(void *p) HK_INTERNAL;
+/* Reports a free of p by op that hk_large_free refused with r (0 or -1). */
+void hk_large_refused(const char *op, void *p, int r) HK_INTERNAL HK_COLD;
 /* Frees p, a live block made with HK_LARGE_INNER, of which at most dirty bytes may be
  * resident (the pool released the rest). */
 void hk_large_free_inner(void *p, size_t dirty) HK_INTERNAL;

@@ -66,6 +66,13 @@ static inline void hk_lock(struct hk_lock *l) {
     if (waited) hk_tally_bump(&l->waited);
 }
 
+/* Takes l if it is free, counting the acquisition: 1 if taken, 0 (nothing done) if not. */
+static inline int hk_lock_try(struct hk_lock *l) {
+    if (pthread_mutex_trylock(&l->m) != 0) return 0;
+    hk_tally_bump(&l->taken);
+    return 1;
+}
+
 static inline void hk_unlock(struct hk_lock *l) { pthread_mutex_unlock(&l->m); }
 
 /* Adds l's counts to *taken and *waited. */

@@ -86,7 +86,8 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(pool_purged_bytes) X(superslabs_unmapped) X(large_free_dirty_now)                        \
     X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
     X(large_realloc_in_place) X(large_realloc_mremap) X(large_gathers)                         \
-    X(large_gathered_bytes) X(large_arenas) X(large_steals) X(purge_delay_ms)                  \
+    X(large_gathered_bytes) X(large_arenas) X(large_steals) X(large_queued_frees)           \
+    X(purge_delay_ms)                                                                          \
     X(unmap_delay_ms)                                                                          \
     X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
     X(os_madvise_bytes) X(os_mremap_bytes) X(pool_lock) X(pool_lock_waited)                   \
@@ -153,7 +154,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "others %zu)\n"
            "  free memory kept: pool %zu bytes EMPTY, large %zu bytes resident + %zu released; "
            "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs to the page heap\n"
-           "  large: %zu arenas (%zu free extents moved between them), %zu hits, %zu misses (%zu gathered free pages, %zu bytes); realloc %zu in "
+           "  large: %zu arenas (%zu free extents moved between them, %zu frees left for the lock's holder), %zu hits, %zu misses (%zu gathered free pages, %zu bytes); realloc %zu in "
            "place, %zu by mremap\n"
            "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "
            "bytes, SuperSlab cache %zu\n"
@@ -168,7 +169,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->acquire_stage2, s->acquire_stage3_cache, s->acquire_stage3_mmap, s->slab_release,
            s->slab_abandon, s->slab_adopt, s->remote_free, s->inbox_helps, s->pool_empty_bytes_now,
            s->large_free_dirty_now, s->large_free_clean_now, s->pool_purged_bytes,
-           s->large_purged_bytes, s->superslabs_unmapped, s->large_arenas, s->large_steals, s->large_cache_hits,
+           s->large_purged_bytes, s->superslabs_unmapped, s->large_arenas, s->large_steals, s->large_queued_frees, s->large_cache_hits,
            s->large_cache_misses, s->large_gathers, s->large_gathered_bytes,
            s->large_realloc_in_place, s->large_realloc_mremap,
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,

@@ -48,6 +48,7 @@ double-free-mid               @ free:$double                @ free:$double
 double-free-mid-later         @ free:$double                @ free:$double
 double-free-large             @ free:$double                @ free:$double
 double-free-large-later       @ free:$double                @ free:$double
+double-free-large-remote      @ free:$double                @ free:$double
 double-free-calloc            @ free:$double                @ free:$double
 double-free-aligned           @ free:$double                @ free:$double
 double-free-after-realloc     @ free:$double                @ free:$double

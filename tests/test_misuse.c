@@ -206,6 +206,21 @@ static void double_free_remote_then_owner(void) {
     pthread_join(t, NULL);
     free(p); /* the owner frees what another thread freed already */
 }
+/* The same with a large block, by a thread that takes its large blocks from an arena of its
+ * own: its frees wait in the block's arena for the next holder of that arena's lock, which
+ * finds the second one a double free (here the main thread's next large block; with one
+ * arena, the free finds it at once). */
+static void *free_large_twice(void *p) {
+    char *own = fresh(2 << 20);
+    free_it_twice(p);
+    free(own);
+    return NULL;
+}
+static void double_free_large_remote(void) {
+    char *p = fresh(3 << 20);
+    on_another_thread(free_large_twice, p);
+    free(fresh(3 << 20));
+}
 /* The same misuse by a thread that allocates the class itself: its frees of other threads'
  * blocks go into its own cache (the stash), on a path of their own. */
 static void *stash_free_twice(void *p) {
@@ -492,6 +507,7 @@ static const struct misuse cases[] = {
     C(double_free_remote, "double-free"),
     C(double_free_remote_then_owner, "double-free"),
     C(double_free_remote_stashed, "double-free"),
+    C(double_free_large_remote, "double-free"),
     C(free_interior_remote_stashed, "invalid-free"),
     C(free_uncarved_remote_stashed, "invalid-free"),
     C(double_free_exited_thread, "double-free"),

@@ -1330,6 +1330,60 @@ TEST(large_blocks_swapped_between_threads_lose_nothing) {
            a.large_now);
 }
 
+/* Run with HAKMEM_LARGE_ARENAS of 2 or more. A thread that frees blocks of another thread's
+ * arena leaves each free in one of that arena's slots, for whoever next takes its lock: more
+ * frees than there are slots take the lock and make them all, the thread exits with the rest
+ * waiting, and the arena's next block (here, the main thread's) makes those first, so nothing
+ * is lost and the memory serves the arena's own threads again. */
+#define QUEUED_BLOCKS 40 /* more than an arena's slots (HK_PEND) */
+static void *queued[QUEUED_BLOCKS];
+static unsigned queued_arena;
+
+static void *free_queued(void *arg) {
+    (void)arg;
+    void *own = hak_malloc(BIG); /* this thread's own arena */
+    queued_arena = arena_of(own);
+    hak_free(own);
+    if (queued_arena == big_main_arena) return NULL;
+    for (int i = 0; i < QUEUED_BLOCKS; i++) hak_free(queued[i]);
+    return NULL;
+}
+
+TEST(frees_left_for_an_arenas_lock_are_made) {
+    struct hak_stats a = stats();
+    CHECKF(a.large_arenas >= 2, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=2 or more",
+           a.large_arenas);
+    void *m = hak_malloc(BIG); /* the main thread bound to an arena */
+    big_main_arena = arena_of(m);
+    hak_free(m);
+    for (int i = 0; i < QUEUED_BLOCKS; i++) {
+        queued[i] = hak_malloc(((size_t)1 << 20) + 4096 * (size_t)(i + 1));
+        memset(queued[i], i, 4096);
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, free_queued, NULL);
+    pthread_join(t, NULL);
+    CHECKF(queued_arena != big_main_arena && queued_arena != 0,
+           "the freeing thread took the main thread's arena %u", big_main_arena);
+    /* The last 7 wait in the slots: this block's lock holder makes them first. The memory of
+     * the frees serves the arena's own thread again. */
+    void *again = hak_malloc(((size_t)1 << 20) + 4096);
+    int reused = 0;
+    for (int i = 0; i < QUEUED_BLOCKS; i++)
+        reused |= (char *)again >= (char *)queued[i] &&
+                  (char *)again < (char *)queued[i] + ((size_t)1 << 20) + 4096 * (size_t)(i + 1);
+    CHECKF(reused && arena_of(again) == big_main_arena,
+           "got %p of arena %u, none of the blocks freed on the other thread", again,
+           arena_of(again));
+    hak_free(again);
+    struct hak_stats b = stats();
+    CHECKF(b.large_now == a.large_now, "%zu large blocks live, %zu before", b.large_now,
+           a.large_now);
+    CHECKF(b.large_queued_frees - a.large_queued_frees >= QUEUED_BLOCKS - 1 &&
+               b.large_queued_frees - a.large_queued_frees <= QUEUED_BLOCKS,
+           "%zu frees left for the lock's holder, of %d by another arena's thread",
+           b.large_queued_frees - a.large_queued_frees, QUEUED_BLOCKS);
+}
 
 TEST(fork_while_other_thread_allocates) {
     pthread_t t;
@@ -1378,6 +1432,7 @@ int main(void) {
     RUN(a_producer_takes_back_the_spans_its_consumer_emptied);
     RUN(large_blocks_go_back_to_their_arena);
     RUN(large_blocks_swapped_between_threads_lose_nothing);
+    RUN(frees_left_for_an_arenas_lock_are_made);
     RUN(threads_one_after_another_share_an_arena);
     RUN(fork_while_other_thread_allocates);
     /* Last: the pages its owner's emptied spans give back, wanted again by the tests after it,
