@@ -797,7 +797,10 @@ static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
     unsigned self = (unsigned)(a - hk_arenas);
     for (unsigned k = 1; k < hk_narenas; k++) {
         struct hk_arena *b = &hk_arenas[(self + k) % hk_narenas];
-        if (hk_get(&b->free_total) < len) continue; /* a racy glance: skipped unlocked */
+        /* A racy glance, skipped unlocked; frees waiting in b's slots may make room. */
+        if (hk_get(&b->free_total) < len &&
+            atomic_load_explicit(&b->npend, memory_order_relaxed) <= 0)
+            continue;
         hk_lock(&b->lock);
         hk_arena_drain(b, hk_now_ms());
         struct hk_ext *e = hk_find_fit(b, len, align);

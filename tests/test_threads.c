@@ -1155,6 +1155,20 @@ static void *spinner(void *arg) {
 }
 
 /* --- the large tier's arenas ------------------------------------------------------------ */
+/* Whether blocks p and q, both n bytes long, share a byte. */
+static int overlap(const void *p, const void *q, size_t n) {
+    return (const char *)p < (const char *)q + n && (const char *)q < (const char *)p + n;
+}
+
+/* The counters at the start of a test that needs n large arenas or more (it runs with
+ * HAKMEM_LARGE_ARENAS=n or more), which it checks. */
+static struct hak_stats stats_with_arenas(size_t n) {
+    struct hak_stats a = stats();
+    CHECKF(a.large_arenas >= n, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=%zu or more",
+           a.large_arenas, n);
+    return a;
+}
+
 /* The arena (1..) of live large block p, or 0 if p is none. */
 static unsigned arena_of(const void *p) {
     unsigned k = 0;
@@ -1194,9 +1208,7 @@ static void *big_worker(void *arg) {
 }
 
 TEST(large_blocks_go_back_to_their_arena) {
-    struct hak_stats a = stats();
-    CHECKF(a.large_arenas >= 2, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=2 or more",
-           a.large_arenas);
+    struct hak_stats a = stats_with_arenas(2);
     void *m = hak_malloc(BIG);
     memset(m, 1, BIG);
     big_main_arena = arena_of(m);
@@ -1227,9 +1239,7 @@ TEST(large_blocks_go_back_to_their_arena) {
     void *huge = hak_malloc(HUGE_BLOCK);
     /* Overlapping it, not at its start: a freed block this long gives its pages back at
      * once, and a block is cut from a released extent's start. */
-    CHECKF((char *)huge < (char *)big_huge + HUGE_BLOCK &&
-               (char *)huge + HUGE_BLOCK > (char *)big_huge &&
-               arena_of(huge) == big_main_arena,
+    CHECKF(overlap(huge, big_huge, HUGE_BLOCK) && arena_of(huge) == big_main_arena,
            "got %p of arena %u, not the worker's free memory at %p in this thread's arena %u",
            huge, arena_of(huge), big_huge, big_main_arena);
     CHECKF(stats().large_steals == steals + 1, "%zu extents moved, %zu before",
@@ -1259,9 +1269,7 @@ static void *arena_probe(void *arg) {
 }
 
 TEST(threads_one_after_another_share_an_arena) {
-    struct hak_stats a = stats();
-    CHECKF(a.large_arenas >= 3, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=3 or more",
-           a.large_arenas);
+    (void)stats_with_arenas(3);
     void *m = hak_malloc(BIG); /* the main thread bound to an arena */
     unsigned main_arena = arena_of(m), seq[4], two[2];
     pthread_t t[2];
@@ -1350,9 +1358,7 @@ static void *free_queued(void *arg) {
 }
 
 TEST(frees_left_for_an_arenas_lock_are_made) {
-    struct hak_stats a = stats();
-    CHECKF(a.large_arenas >= 2, "%zu large arenas: run with HAKMEM_LARGE_ARENAS=2 or more",
-           a.large_arenas);
+    struct hak_stats a = stats_with_arenas(2);
     void *m = hak_malloc(BIG); /* the main thread bound to an arena */
     big_main_arena = arena_of(m);
     hak_free(m);
@@ -1383,6 +1389,46 @@ TEST(frees_left_for_an_arenas_lock_are_made) {
                b.large_queued_frees - a.large_queued_frees <= QUEUED_BLOCKS,
            "%zu frees left for the lock's holder, of %d by another arena's thread",
            b.large_queued_frees - a.large_queued_frees, QUEUED_BLOCKS);
+}
+/* A block freed into another arena's slots still serves a thread of another arena that finds
+ * no room in its own: that arena's frees are made before its free memory is looked at. */
+#define WAITING_BLOCK ((size_t)256 << 20) /* longer than anything free in main's arena */
+static void *waiting_block;
+static pthread_barrier_t waiting_bar;
+
+static void *hold_an_arena(void *arg) {
+    (void)arg;
+    waiting_block = hak_malloc(WAITING_BLOCK); /* this thread's arena, held until the end */
+    memset(waiting_block, 1, 4096);
+    pthread_barrier_wait(&waiting_bar);
+    pthread_barrier_wait(&waiting_bar);
+    return NULL;
+}
+
+TEST(a_free_waiting_in_slots_still_serves_other_arenas) {
+    struct hak_stats a = stats_with_arenas(2);
+    void *m = hak_malloc(BIG);
+    unsigned main_arena = arena_of(m);
+    hak_free(m);
+    pthread_barrier_init(&waiting_bar, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, hold_an_arena, NULL);
+    pthread_barrier_wait(&waiting_bar);
+    unsigned held = arena_of(waiting_block);
+    CHECKF(held != 0 && held != main_arena, "the thread took the main thread's arena %u",
+           main_arena);
+    hak_free(waiting_block); /* another arena's block: it waits in that arena's slots */
+    void *again = hak_malloc(WAITING_BLOCK);
+    CHECKF(overlap(again, waiting_block, WAITING_BLOCK) && arena_of(again) == main_arena,
+           "got %p of arena %u, not the memory freed at %p, moved into this thread's arena %u",
+           again, arena_of(again), waiting_block, main_arena);
+    hak_free(again);
+    pthread_barrier_wait(&waiting_bar);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&waiting_bar);
+    struct hak_stats b = stats();
+    CHECKF(b.large_now == a.large_now, "%zu large blocks live, %zu before", b.large_now,
+           a.large_now);
 }
 
 TEST(fork_while_other_thread_allocates) {
@@ -1433,6 +1479,7 @@ int main(void) {
     RUN(large_blocks_go_back_to_their_arena);
     RUN(large_blocks_swapped_between_threads_lose_nothing);
     RUN(frees_left_for_an_arenas_lock_are_made);
+    RUN(a_free_waiting_in_slots_still_serves_other_arenas);
     RUN(threads_one_after_another_share_an_arena);
     RUN(fork_while_other_thread_allocates);
     /* Last: the pages its owner's emptied spans give back, wanted again by the tests after it,
