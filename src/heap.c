@@ -955,6 +955,8 @@ static void hk_heap_maybe_tick(struct hk_heap *h) {
 /* Slab s, owned and not current, has just lost its last live block. */
 static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
     unsigned c = s->cls;
+    size_t bytes = hk_slab_bytes(s); /* read now: a released slab is the pool's, and its
+                                      * metadata another thread's once it takes the slab */
     uint64_t now = hk_now_ms();
     hk_heap_list_remove(h, s);
     if (h->nretained[c] < hk_heap_keep(h, c)) {
@@ -971,7 +973,7 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
      * owner's inbox (see "Idle owners") comes here for the owner's slabs, and the tick gives
      * back caches that the owner's malloc fast path pops without marking itself busy. */
     if (h != &hk_tls) return;
-    hk_heap_beat(h, now, hk_slab_bytes(s));
+    hk_heap_beat(h, now, bytes);
     if (now >= h->next_tick) hk_heap_tick(h, now);
 }
 
