@@ -86,7 +86,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(pool_purged_bytes) X(superslabs_unmapped) X(large_free_dirty_now)                        \
     X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
     X(large_realloc_in_place) X(large_realloc_mremap) X(large_gathers)                         \
-    X(large_gathered_bytes) X(large_arenas) X(large_steals) X(large_queued_frees)           \
+    X(large_gathered_bytes) X(large_arenas) X(large_steals) X(large_queued_frees)              \
     X(purge_delay_ms)                                                                          \
     X(unmap_delay_ms)                                                                          \
     X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
