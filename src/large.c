@@ -681,8 +681,9 @@ static int hk_pend_push(struct hk_arena *a, uintptr_t p) {
 
 /* Frees the blocks waiting in a's slots (a locked), reporting misuse as free would have: a
  * second free of a block is found here as at once, from the records or the recent frees. */
-static void hk_arena_drain(struct hk_arena *a, uint64_t now) {
+static void hk_arena_drain(struct hk_arena *a) {
     if (atomic_load_explicit(&a->npend, memory_order_acquire) <= 0) return;
+    uint64_t now = hk_now_ms(); /* read only when there is work: most calls find none */
     for (unsigned i = 0; i < HK_PEND; i++) {
         if (atomic_load_explicit(&a->pend[i], memory_order_relaxed) == 0) continue;
         uintptr_t p = atomic_exchange_explicit(&a->pend[i], 0, memory_order_acquire);
@@ -702,7 +703,7 @@ static struct hk_arena *hk_arena_lock_of(uintptr_t p, struct hk_ext **e) {
     if (i != 0) {
         struct hk_arena *a = &hk_arenas[i - 1];
         hk_lock(&a->lock);
-        hk_arena_drain(a, hk_now_ms());
+        hk_arena_drain(a);
         *e = hk_tab_find(&a->by_start, p, 0);
         return a;
     }
@@ -802,7 +803,7 @@ static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
             atomic_load_explicit(&b->npend, memory_order_relaxed) <= 0)
             continue;
         hk_lock(&b->lock);
-        hk_arena_drain(b, hk_now_ms());
+        hk_arena_drain(b);
         struct hk_ext *e = hk_find_fit(b, len, align);
         if (e) {
             hk_free_remove(b, e);
@@ -831,7 +832,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed, unsigned flags) {
     uint64_t now = hk_now_ms();
     struct hk_arena *a = hk_arena_mine();
     hk_lock(&a->lock);
-    hk_arena_drain(a, now);
+    hk_arena_drain(a);
     if (!hk_reserve(a, 3)) goto oom;
     struct hk_ext *e = hk_find_fit(a, len, align);
     if (!e && hk_narenas > 1) {
@@ -986,7 +987,7 @@ int hk_large_free(void *p) {
             if (hk_pend_push(a, x)) return 1;
             hk_lock(&a->lock); /* every slot full: free them all */
         }
-        hk_arena_drain(a, now);
+        hk_arena_drain(a);
         e = hk_tab_find(&a->by_start, x, 0);
     } else if ((a = hk_arena_lock_of(x, &e)) == NULL) {
         return 0;
@@ -1175,7 +1176,7 @@ static size_t hk_arena_decay(struct hk_arena *a, uint64_t now, int force) {
         uintptr_t lo[HK_DECAY_BATCH], hi[HK_DECAY_BATCH];
         unsigned np = 0, nu = 0;
         hk_lock(&a->lock);
-        hk_arena_drain(a, now); /* frees that waited for the lock: no longer than a tick */
+        hk_arena_drain(a); /* frees that waited for the lock: no longer than a tick */
         uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
         size_t keep = hk_large_budget();
         struct hk_ext *e;
@@ -1268,7 +1269,7 @@ void hk_large_stats(struct hak_stats *out) {
     for (unsigned k = 0; k < hk_narenas; k++) {
         struct hk_arena *a = &hk_arenas[k];
         hk_lock(&a->lock);
-        hk_arena_drain(a, hk_now_ms());
+        hk_arena_drain(a);
         out->large_now += a->live_n;
         out->large_bytes_now += hk_get(&a->live_bytes);
         out->large_free_dirty_now += hk_get(&a->free_dirty);
