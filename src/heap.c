@@ -40,7 +40,8 @@ static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
 #endif
 
 HK_TLS struct hk_heap hk_tls = {
-    .otab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
+    .ftab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
+    .otab = (struct hk_owned *)&hk_owned_none,
     .oslab = hk_oslab_none,
 #define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
     .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
@@ -63,6 +64,8 @@ _Static_assert(offsetof(struct hk_heap, room) ==
  * hk_room_make_up. */
 static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
     uintptr_t now = r > HK_ROOM_BEAT && h->beat_since ? HK_ROOM_BEAT : r;
+    /* What frees used of the room since it was last set, for hk_heap_choose_free. */
+    if (h->room[c] < (intptr_t)h->room_given[c]) h->fused += h->room_given[c] - h->room[c];
     h->room[c] = (intptr_t)now;
     h->room_given[c] = (uint16_t)now;
     h->taken[c] = r - now;
@@ -170,6 +173,10 @@ static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
     h->oslab = t == h->owned ? h->owned_slab : (struct hk_slab **)(t + n);
     h->omask = (uintptr_t)(n - 1) << 5;
     h->oevict = 0;
+    if (!h->free_any) {
+        h->ftab = t;
+        h->fmask = h->omask;
+    }
     if (old != h->owned && old != &hk_owned_none) hk_os_unmap(old, hk_owned_bytes(oldn));
 }
 
@@ -203,6 +210,8 @@ int hk_heap_has_entry(const struct hk_slab *s) {
 
 size_t hk_heap_table_size(void) { return (hk_tls.omask >> 5) + 1; }
 
+int hk_heap_frees_by_meta(void) { return hk_tls.free_any; }
+
 /* --- the thread-exit hook --------------------------------------------------------------------- */
 
 static void hk_heap_teardown(struct hk_heap *h);
@@ -211,11 +220,19 @@ static struct hk_exit_key hk_exit_key;
 
 static void hk_thread_exit(void *heap) { hk_heap_teardown(heap); }
 
+/* Notes whether caches may take blocks that are not of the thread's table (free's second try
+ * and the stash): the exit hook will send them home, no trim or teardown is under way, and
+ * the counters are off. One flag, so that the second try reads one byte for it. */
+static void hk_heap_may_take(struct hk_heap *h) {
+    h->take_ok = h->hooked && !h->no_stash && !hk_counting;
+}
+
 /* A heap rebuilt by a later destructor's malloc is torn down too (exit_key.h). Without a key
  * hakmem still works, but the heaps of exiting threads are not handed over: their slabs stay
  * with them. */
 static void hk_heap_watch_exit(struct hk_heap *h) {
     h->hooked = (uint8_t)hk_exit_key_arm(&hk_exit_key, hk_thread_exit, h);
+    hk_heap_may_take(h);
 }
 
 /* --- idle owners ---------------------------------------------------------------------------- */
@@ -896,6 +913,59 @@ static void hk_heap_give_up_parked(struct hk_heap *h, uint64_t older, uint64_t n
     while ((o = hk_owner_unpark(older)) != NULL) hk_heap_give_up(h, o, now, 0);
 }
 
+#ifndef HK_HARDENED
+/* Frees counted before the thread chooses again how it frees, and the share of them that
+ * miss the owned-slab table from which it frees by slab metadata, and back (heap.h, "Two ways
+ * to free"). Freeing by the table, each miss costs a misprediction where the misses come at
+ * random (about 20 cycles) besides the second try; freeing by slab metadata, each free to
+ * the thread's own slabs costs the longer path (about 8 cycles more): level near 30% on
+ * paper. In shared_swap's threads, a quarter did better than three eighths (one of the two
+ * threads sees about 30% of misses: 4.5e7 steps/s against 4.2e7, 1,000 slots on one core). */
+#define HK_FREE_CHOICE_MIN 4096
+#define HK_FREE_ANY_IN 2  /* eighths of the frees, or more, to start */
+#define HK_FREE_ANY_OUT 1 /* eighths of the frees, or fewer, to stop */
+
+/* Makes free's fast path look at the owned-slab table (any 0) or at nothing (any 1). */
+static void hk_heap_set_free_any(struct hk_heap *h, unsigned any) {
+    h->free_any = (uint8_t)any;
+    h->ftab = any ? (struct hk_owned *)&hk_owned_none : h->otab;
+    h->fmask = any ? 0 : h->omask;
+    if (HK_TRACING(HK_T_THREAD))
+        hk_trace(HK_T_THREAD,
+                 any ? "frees by slab metadata (most of its frees miss its table)"
+                     : "frees by its owned-slab table again",
+                 NULL, 0, NULL, 0, NULL, 0);
+}
+
+/* At a tick: chooses how the thread frees from its small frees since the last choice. The
+ * fast path counts nothing, but each free there takes 1 from its class's room: the room used
+ * (counted when a room is set, hk_room_set, and now for the rooms in use) less what slow
+ * paths put into caches is what the fast path took. */
+static void hk_heap_choose_free(struct hk_heap *h) {
+    uint64_t used = 0;
+    for (unsigned c = 0; c < HK_NCLASS; c++)
+        if (h->room[c] < (intptr_t)h->room_given[c]) used += h->room_given[c] - h->room[c];
+    /* Every small free puts its block into a cache (and takes 1 from the room), or is refused
+     * by hk_free_by_meta; of the refused, the full path puts some into a cache (fpushed). */
+    uint64_t room = h->fused + used - h->fused_seen;
+    uint64_t all = (room > h->fpushed ? room - h->fpushed : 0) + h->frefused;
+    if (all < HK_FREE_CHOICE_MIN) return;
+    /* Freeing by the table, every free the second try saw missed the table; by slab
+     * metadata, those of other threads' blocks would have. */
+    uint64_t seen = h->ftaken - h->ftaken_seen + h->frefused;
+    uint64_t missed = h->free_any ? seen - (h->fown < seen ? h->fown : seen) : seen;
+    /* A heap whose caches may not take other threads' blocks (no exit hook: without pthread
+     * keys) would send every free to the full path. */
+    unsigned any = !h->take_ok              ? 0
+                   : h->free_any ? missed * 8 > all * HK_FREE_ANY_OUT
+                                 : missed * 8 >= all * HK_FREE_ANY_IN;
+    h->fown = h->frefused = h->fpushed = h->fused = 0;
+    h->fused_seen = used;
+    h->ftaken_seen = h->ftaken;
+    if (any != h->free_any) hk_heap_set_free_any(h, any);
+}
+#endif
+
 /* Runs at most every HK_TICK_MS, from the thread's slow paths: kept slabs idle for the purge
  * delay (or beyond a cap that ACE lowered) go to the pool, and current slabs of classes quiet
  * for as long are let go; then the process-wide tick. */
@@ -934,6 +1004,9 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
      * tick): the rooms need not beat any more, and the next setting of each is whole. */
     if (h->beat_since && now - h->beat_since > delay + HK_TICK_MS) h->beat_since = 0;
     h->left_idle = 0;
+#ifndef HK_HARDENED
+    if (!hk_counting) hk_heap_choose_free(h);
+#endif
 }
 
 /* Runs the tick if the clock says one is due. */
@@ -983,10 +1056,12 @@ static void hk_heap_drain(struct hk_heap *h);
  * batch home, so that every slab that can empty does. */
 static void hk_heap_send_all_home(struct hk_heap *h) {
     h->no_stash = 1; /* what goes home now must not come back into the stash */
+    hk_heap_may_take(h);
     if (h->owner) hk_heap_drain(h);
     hk_heap_uncache_all(h);
     hk_batch_flush_all(h);
     h->no_stash = 0;
+    hk_heap_may_take(h);
 }
 
 /* What a trim and a flush send home: the caches, the batches, the inbox's blocks and every
@@ -1235,11 +1310,12 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
  * from what malloc took if it is down to its last (heap.h, "Reuse"; free's fast path tests
  * for 0 only, so the stash leaves at least 1). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (h->cur[c] == NULL || !h->hooked || h->no_stash ||
+    if (h->cur[c] == NULL || !h->take_ok ||
         (h->room[c] <= 1 && hk_room_make_up(h, c) <= 1))
         return 0;
     hk_block_push(&h->free[c], p);
     h->room[c]--; /* at least 1 left: free's fast path tests for 0 only */
+    h->fpushed++;
     h->flushed = 1; /* counts for the tick, which gives the stash back if the class idles */
     return 1;
 }
@@ -1426,64 +1502,80 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
     return 1;
 }
 
-/* free's second try, for the commonest misses of its fast path: a valid small block of another
- * live thread's slab (where threads free each other's blocks), or of one of the thread's own
- * slabs whose table entry another slab holds (where live blocks span more slabs than the
- * table has entries), taken into the stash (heap.h, "Reuse"). p lies in slab s of a
- * SuperSlab. It makes the checks of hk_heap_free_in_slab (a class of one slot, a carved
+/* Free by slab metadata (heap.h, "Two ways to free"): free's second try, and its first while
+ * the thread frees by slab metadata. It takes the commonest of the blocks the table does not
+ * admit: a valid small block of another live thread's slab (where threads free each other's
+ * blocks), or of one of the thread's own slabs (whose table entry another slab holds, where
+ * live blocks span more slabs than the table has entries; or any, while freeing by slab
+ * metadata), into the cache (heap.h, "Reuse"). p lies in a SuperSlab, and hk_slot_of(p) is its
+ * slab if p is a small block: a small slab is one slot, and the other slots of a span never
+ * have a small class (superslab.h), so the slab's head need not be looked up (a load that the
+ * rest waited for). It makes the checks of hk_heap_free_in_slab (a class of one slot, a carved
  * block start, not marked free) and hk_stash_put, in the order this case needs them, the
  * cheapest refusals first, on the slab's metadata and the thread's own fields only. It
- * leaves the heap unmarked, as free's fast path does: it changes the thread's cache and room
- * alone, which helpers leave alone. 1 when p is stashed, 2 when it is and the tick's countdown
- * has run out (the caller then looks at the clock, hk_heap_stash_tick); 0, with nothing done,
- * for anything else, or when the class must make up its room or the counters are on: the
- * full path decides then (shared_swap, 2 threads: about 140 instructions a remote free there,
- * 35 here). */
-static inline int hk_stash_fast(struct hk_heap *h, const struct hk_slab *s, void *p) {
+ * leaves the heap unmarked, as free's fast path does: it changes the thread's cache, room and
+ * counts alone, which helpers leave alone. 1 when p is taken, 2 when it is and the clock is
+ * due (the caller looks at it, hk_heap_stash_tick); 0, with nothing done, for anything else,
+ * or when the class must make up its room or the counters are on: the full path decides
+ * then (shared_swap, 2 threads: about 140 instructions a remote free there, 55 here). */
+static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
+    const struct hk_slab *s = hk_slot_of((uintptr_t)p);
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-    /* A mid span, or no slab at all (HK_CLS_NONE); a class the thread does not allocate (a
-     * consumer's frees go home) or whose cache has no room left. */
-    if (c >= HK_NSMALL || h->cur[c] == NULL || h->room[c] <= 1) return 0;
-    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    /* A mid span, or no slab at all (HK_CLS_NONE). */
+    if (c >= HK_NSMALL) return 0;
+    HK_ASSERT(hk_slab_of((uintptr_t)p) == s);
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
-    if ((uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
-        off >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED) *
-                   __atomic_load_n(&s->bsize, __ATOMIC_RELAXED))
-        return 0;
-    if (o != h->owner) {
-        if (o == NULL || __atomic_load_n(&s->adopted, __ATOMIC_RELAXED)) return 0;
-    } else if (s->list == HK_LIST_FULL ||
-               (s->list == HK_LIST_PARTIAL && hk_owned_entry(h, s)->lim == 0)) {
-        return 0; /* one of the thread's slabs that the full path hands its table entry */
-    }
-    if (h->no_stash || !h->hooked || HK_UNLIKELY(hk_counting)) return 0;
-    uintptr_t mark = hk_free_mark();
-    if (HK_UNLIKELY(hk_marked_as(p, mark))) return 0; /* reported as a double free there */
+    /* Caches may take blocks (take_ok); the thread allocates the class (a consumer's frees go
+     * home) and its cache has room left; a carved block start, not marked free (else reported
+     * as a double free by the full path). Each test is a branch almost never taken; none
+     * depends on whose block it is, which changes from one free to the next while the thread
+     * frees by slab metadata. */
+    if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL || h->room[c] <= 1 ||
+                    (uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
+                    off >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED) *
+                               __atomic_load_n(&s->bsize, __ATOMIC_RELAXED) ||
+                    hk_marked_as(p, hk_free_mark())))
+        goto refused;
+    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+    unsigned own = o == h->owner;
+    /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"), unless its
+     * own; and one of its own that the full path hands its table entry, while it frees by
+     * the table. Tested first: what seldom holds, whoever's block it is. */
+    if (HK_UNLIKELY(o == NULL || __atomic_load_n(&s->adopted, __ATOMIC_RELAXED)) && !own)
+        goto refused;
+    if (HK_UNLIKELY(!h->free_any) && own &&
+        (s->list == HK_LIST_FULL || (s->list == HK_LIST_PARTIAL && hk_owned_entry(h, s)->lim == 0)))
+        goto refused;
     hk_link_set(p, h->free[c]);
-    hk_mark_as(p, mark);
+    hk_mark_as(p, hk_free_mark());
     h->free[c] = p;
     h->room[c]--;
-    /* A stash counts for the tick as a refill does; at 0 the clock is due, which
-     * hk_heap_maybe_tick reads. */
-    if (h->tick_countdown == 0) return 2;
-    h->tick_countdown--;
-    return 1;
+    h->fown += own; /* the counts of hk_heap_choose_free */
+    /* Each 64th block taken looks at the clock (hk_heap_stash_tick): a thread that lives on
+     * other threads' blocks takes no refill, and its tick must come all the same. Not each
+     * 16th, as refills do: that cost 5% of shared_swap's time freeing by slab metadata (2
+     * threads, 1,000 slots). */
+    return ++h->ftaken % 64 ? 1 : 2;
+refused:
+    h->frefused++;
+    h->fown += atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner;
+    return 0;
 }
 
-/* The tick's countdown ran out at a stash of hk_stash_fast: hk_heap_maybe_tick with the heap
- * marked busy, as the full path would run it. Out of line, so that the stash's hits keep no
+/* The clock is due at a free of hk_free_by_meta: the tick if it is due, with the heap marked
+ * busy, as the full path would run it. Out of line, so that the second try's hits keep no
  * frame; before, each 16th stash took the full path for it (about 6% of shared_swap's frees,
  * a couple of hundred instructions each). */
 static HK_NOINLINE void hk_heap_stash_tick(struct hk_heap *h) {
     if (!h->owner || h->exiting) return;
     hk_heap_enter(h);
-    hk_heap_maybe_tick(h);
+    hk_heap_tick_if_due(h);
     hk_heap_leave(h);
 }
 #endif
 
 /* The full path of free's slow path (s: p's slab, or NULL outside every SuperSlab), with the
- * heap marked busy; out of line, so that hk_stash_fast's hits need no stack frame. */
+ * heap marked busy; out of line, so that hk_free_by_meta's hits need no stack frame. */
 static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, struct hk_slab *s, void *p,
                                           const char *op) {
     hk_heap_enter(h);
@@ -1501,9 +1593,9 @@ static HK_NOINLINE void hk_heap_free_full(struct hk_heap *h, struct hk_slab *s, 
 /* free's slow path for a block of an orphan (s has no owner): hk_orphan_fast with the heap
  * marked busy (a helper flushes the batches of an owner whose inbox waits, hk_heap_help, and a
  * thread that only frees exited threads' blocks never takes its inbox), else the full path.
- * A function of its own, reached by a tail call once hk_stash_fast has refused, so that
+ * A function of its own, reached by a tail call once hk_free_by_meta has refused, so that
  * neither the stash's hits (prod_cons's consumer paid 9 instructions a free with the test
- * inside hk_stash_fast) nor the orphans' frees pay the full path's frame (18 instructions). */
+ * inside hk_free_by_meta) nor the orphans' frees pay the full path's frame (18 instructions). */
 static HK_NOINLINE void hk_heap_free_orphan(struct hk_heap *h, struct hk_slab *s, void *p,
                                             const char *op) {
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
@@ -1521,25 +1613,34 @@ static HK_NOINLINE void hk_heap_free_orphan(struct hk_heap *h, struct hk_slab *s
 }
 #endif
 
-void hk_heap_free_slow(void *p, const char *op) {
-    struct hk_heap *h = &hk_tls;
-    struct hk_slab *s = NULL;
-    if (HK_LIKELY(hk_is_superslab((uintptr_t)p))) {
-        s = hk_slab_of((uintptr_t)p);
+/* free's slow path past its second try: p lies in a SuperSlab. */
+static HK_NOINLINE void hk_heap_free_slab(struct hk_heap *h, void *p, const char *op) {
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
 #ifndef HK_HARDENED
-        int stashed = hk_stash_fast(h, s, p);
-        if (HK_LIKELY(stashed == 1)) return;
-        if (stashed) {
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL) {
+        hk_heap_free_orphan(h, s, p, op);
+        return;
+    }
+#endif
+    hk_heap_free_full(h, s, p, op);
+}
+
+void hk_heap_free_slow(void *p) {
+    static const char op[] = "free";
+    struct hk_heap *h = hk_heap_here();
+    if (HK_LIKELY(hk_is_superslab((uintptr_t)p))) {
+#ifndef HK_HARDENED
+        int done = hk_free_by_meta(h, p);
+        if (HK_LIKELY(done == 1)) return;
+        if (done) {
             hk_heap_stash_tick(h);
             return;
         }
-        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL) {
-            hk_heap_free_orphan(h, s, p, op);
-            return;
-        }
 #endif
+        hk_heap_free_slab(h, p, op);
+        return;
     }
-    hk_heap_free_full(h, s, p, op);
+    hk_heap_free_full(h, NULL, p, op);
 }
 
 /* --- malloc's slow path ---------------------------------------------------------------------- */
@@ -1736,6 +1837,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
     /* Stashes and caches first, while other threads' blocks still travel in batches; nothing
      * is stashed again from here on. */
     h->no_stash = 1;
+    hk_heap_may_take(h);
     hk_heap_drain(h);
     hk_heap_uncache_all(h);
     hk_batch_flush_all(h);
@@ -1743,6 +1845,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
     /* From here on, remote frees are not batched or stashed: nothing must be added to this
      * heap while it is being emptied. */
     h->hooked = 0;
+    hk_heap_may_take(h);
     h->exiting = 1;
     /* The heap is handed over (see "Handover"): current slabs join the lists, empty ones and
      * the kept ones go to the pool, and the lists move into the record. */
@@ -1772,6 +1875,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * again later (by a later destructor's malloc) clears its first table then
      * (hk_heap_init). Clearing it here cost every exiting thread 20 KiB of stores, 16,000
      * instructions: 5% of all in larson with a new thread every 1,000 replacements. */
+    h->free_any = 0; /* a heap set up again starts by its table */
     hk_owned_switch(h, (struct hk_owned *)&hk_owned_none, 1);
     h->oslab = hk_oslab_none;
     h->omask = 0;

@@ -167,7 +167,7 @@ HK_EXPORT HK_HOT_ENTRY void *hak_malloc(size_t n) {
 static inline void hk_free_inline(void *p) {
     uintptr_t a = (uintptr_t)p, mark = hk_free_mark();
     struct hk_heap *h = &hk_tls;
-    const struct hk_owned *e = hk_owned_at(h, a);
+    const struct hk_owned *e = hk_free_entry(h, a);
     __asm__("" : "+r"(e)); /* one address for the entry: gcc would derive it twice from %fs */
     uintptr_t off = a - e->base;
     /* One of this thread's small slabs, a block start, and not marked free: anything else is
@@ -175,7 +175,7 @@ static inline void hk_free_inline(void *p) {
     if (HK_LIKELY(off < e->lim && (uint32_t)off * e->div <= HK_BLOCK_START_MAX &&
                   !hk_marked_as(p, mark))) {
 #ifdef HK_HARDENED
-        struct hk_slab *s = h->oslab[e - h->otab];
+        struct hk_slab *s = h->oslab[e - h->ftab];
         if (!hk_heap_guard_free(p, s->bsize, off, "free")) return;
         if (HK_LIKELY(hk_heap_free_fast(h, e, p, mark))) return;
         hk_heap_free_owned(s, p);
@@ -184,7 +184,7 @@ static inline void hk_free_inline(void *p) {
 #endif
         return;
     }
-    hk_heap_free_slow(p, "free");
+    hk_heap_free_slow(p);
 }
 
 HK_EXPORT HK_HOT_ENTRY void hak_free(void *p) { hk_free_inline(p); }

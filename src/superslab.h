@@ -50,7 +50,11 @@ enum {
 struct hk_owner;
 
 /* Metadata of one slot; 128 bytes, so the slow paths reach it with a shift and a mask. The
- * fields from cls to inv describe a slab and are meaningful in its head slot only. */
+ * fields from cls to inv describe a slab and are meaningful in its head slot only, but for
+ * cls: a slot that heads no slab has none of the small classes (HK_CLS_NONE, set when its
+ * slab goes back to the pool, or a mid class its span had), so that free, reading the class
+ * of a pointer's own slot, knows a small block's slab without looking up its head (heap.c,
+ * hk_free_by_meta; a small slab is one slot). */
 /* Two cache lines: the first holds what other threads read to free into the slab (class,
  * geometry, owner) and what the pool changes, the second what the owner changes on every
  * free and refill, so that remote frees do not pull the line the owner keeps writing. */

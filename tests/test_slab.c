@@ -500,6 +500,34 @@ TEST(large_blocks_grow_without_copying) {
     hak_free(p);
 }
 
+/* Every slot of a SuperSlab either heads a small slab of one slot or has no small class: free
+ * reads the class of a pointer's slot without looking up its slab's head (heap.c,
+ * hk_free_by_meta). Small slabs emptied first, then spans of several slots laid over them. */
+static void check_slots_of(const void *p, int *bad) {
+    const struct hk_superslab *ss = hk_ss_of((uintptr_t)p);
+    for (unsigned i = 1; i < HK_SLABS; i++) {
+        const struct hk_slab *t = &ss->slabs[i];
+        if (t->cls < HK_NSMALL && (t->head != i || t->nslots != 1)) (*bad)++;
+    }
+}
+
+TEST(a_slot_of_a_span_has_no_small_class) {
+    enum { NS = 2048, NM = 24 };
+    static void *small[NS], *mid[NM];
+    for (int i = 0; i < NS; i++) small[i] = hak_malloc(1000 + (size_t)(i % 7) * 3000);
+    for (int i = 0; i < NS; i++) hak_free(small[i]);
+    for (int i = 0; i < NM; i++) mid[i] = hak_malloc(200000);
+    int bad = 0, spans = 0;
+    for (int i = 0; i < NM; i++) {
+        spans += hk_slab_of((uintptr_t)mid[i])->nslots > 1;
+        check_slots_of(mid[i], &bad);
+    }
+    for (int i = 0; i < NS; i += 64) check_slots_of(small[i], &bad);
+    CHECKF(spans > 0, "no span of several slots");
+    CHECKF(bad == 0, "%d slots with a small class head no slab of one slot", bad);
+    for (int i = 0; i < NM; i++) hak_free(mid[i]);
+}
+
 TEST(pointer_to_slab_is_arithmetic) {
     void *p = hak_malloc(200);
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
@@ -564,6 +592,7 @@ int main(void) {
     RUN(empty_slabs_are_kept_then_trimmed);
     RUN(a_superslab_is_one_mapping_where_the_kernel_aligns);
     RUN(large_blocks_grow_without_copying);
+    RUN(a_slot_of_a_span_has_no_small_class);
     RUN(pointer_to_slab_is_arithmetic);
     RUN(every_small_size_gets_its_smallest_class);
     TEST_MAIN_END();

@@ -686,6 +686,67 @@ TEST(blocks_of_adopted_slabs_go_home) {
     hak_free(x);
 }
 
+/* --- two ways to free ------------------------------------------------------------------- */
+/* A thread whose frees are mostly of other threads' blocks frees by slab metadata, one whose
+ * frees are its own again frees by its owned-slab table (heap.h, "Two ways to free"), and
+ * nothing is lost either way: every block another thread's cache held goes home. */
+enum { TW_N = 20000, TW_MS = 60 };
+static void *tw_blocks[TW_N];
+static int tw_by_meta_after_others, tw_by_meta_after_own;
+static atomic_int tw_bad;
+
+static void *tw_free_others_then_own(void *arg) {
+    (void)arg;
+    /* The main thread's blocks, each freed and taken back from this thread's cache (the
+     * thread allocates the class, so its cache takes them), for at least TW_MS (ticks come at
+     * most every 10 ms): every free is of another thread's slab. */
+    void *mine = hak_malloc(64);
+    uint64_t t0 = hk_now_ms();
+    do {
+        for (int i = 0; i < TW_N; i++) {
+            if (*(int *)tw_blocks[i] != i) atomic_fetch_add(&tw_bad, 1);
+            hak_free(tw_blocks[i]);
+            tw_blocks[i] = hak_malloc(64);
+            *(int *)tw_blocks[i] = i;
+        }
+    } while (hk_now_ms() - t0 < TW_MS);
+    tw_by_meta_after_others = hk_heap_frees_by_meta();
+    for (int i = 0; i < TW_N; i++) hak_free(tw_blocks[i]);
+    hak_free(mine);
+    /* Then blocks of its own slabs (a class it never took another thread's blocks of). */
+    static void *own[1000];
+    t0 = hk_now_ms();
+    do {
+        for (int i = 0; i < 1000; i++) own[i] = hak_malloc(256);
+        for (int i = 0; i < 1000; i++) hak_free(own[i]);
+    } while (hk_now_ms() - t0 < TW_MS);
+    tw_by_meta_after_own = hk_heap_frees_by_meta();
+    return NULL;
+}
+
+TEST(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks) {
+    void *keep = hak_malloc(64);
+    struct hk_slab *s = hk_slab_of((uintptr_t)keep);
+    for (int i = 0; i < TW_N; i++) {
+        tw_blocks[i] = hak_malloc(64);
+        *(int *)tw_blocks[i] = i;
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, tw_free_others_then_own, NULL);
+    pthread_join(t, NULL);
+    CHECKF(atomic_load(&tw_bad) == 0, "%d blocks changed while they were live",
+           atomic_load(&tw_bad));
+#ifdef HK_HARDENED
+    CHECK(tw_by_meta_after_others == 0); /* the hardened build stashes nothing */
+#else
+    CHECK(tw_by_meta_after_others == 1);
+#endif
+    CHECK(tw_by_meta_after_own == 0);
+    hk_heap_flush(); /* the inbox of the blocks that came home */
+    CHECKF(hk_heap_slab_live(s) == 1, "live %u", hk_heap_slab_live(s));
+    hak_free(keep);
+}
+
 /* --- footprint ---------------------------------------------------------------------------- */
 static atomic_int brief_done;
 /* Slabs threads hold of every class but c (a mid span counts once). */
@@ -1466,6 +1527,7 @@ int main(void) {
     RUN(an_idle_transfer_list_goes_home);
     RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
     RUN(blocks_of_adopted_slabs_go_home);
+    RUN(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks);
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(a_heap_set_up_again_after_exit_starts_clean);
