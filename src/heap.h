@@ -37,8 +37,8 @@
  * its own blocks too, whose branches then go the same way whoever's block it is (the
  * longer path costs its own frees about 8 cycles each). Below an eighth of its frees being
  * other threads', it frees by its table again: single-threaded programs never leave it.
- * shared_swap (2 threads, 1,000 slots, both on one core): 3.6e7 steps/s freeing by the
- * table, 4.4e7 now (tcmalloc 5.4e7); 2 threads on 2 cores, 100,000 slots: 1.05 times as
+ * shared_swap (2 threads, 1,000 slots, both on one core): 3.5e7 steps/s freeing by the
+ * table, 4.3e7 now (tcmalloc 5.4e7); 2 threads on 2 cores, 100,000 slots: 1.05 times as
  * fast.
  *
  * Accounting (DESIGN invariant 1): slab->used counts the carved blocks that are not on
