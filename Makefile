@@ -139,7 +139,8 @@ stress: build/tests/stress
 	build/tests/stress $(STRESS_TIME) $(STRESS_THREADS)
 
 test-asan: $(UNIT_TESTS:%=build/tests/%_asan)
-	@set -e; for t in $(UNIT_TESTS); do echo "== $$t (asan)"; build/tests/$${t}_asan; done
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t (asan)"; \
+	    HAKMEM_LARGE_ARENAS=4 build/tests/$${t}_asan; done
 
 test-tsan: $(TSAN_TESTS:%=build/tests/%_tsan)
 	@set -e; for t in $(TSAN_TESTS); do echo "== $$t (tsan)"; \
