@@ -1517,9 +1517,13 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
  * counts alone, which helpers leave alone. 1 when p is taken, 2 when it is and the clock is
  * due (the caller looks at it, hk_heap_stash_tick); 0, with nothing done, for anything else,
  * or when the class must make up its room or the counters are on: the full path decides
- * then (shared_swap, 2 threads: about 140 instructions a remote free there, 55 here). */
+ * then (shared_swap, 2 threads: about 140 instructions a remote free there, 70 here). */
 static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     const struct hk_slab *s = hk_slot_of((uintptr_t)p);
+    /* One register for the slot from here on: gcc would keep the SuperSlab and the slot's
+     * offset apart to address each field, and save four registers on entry for it (one
+     * now: shared_swap 2 10000000 1000 0 on one core, 4.3e7 -> 4.4e7 steps/s). */
+    __asm__("" : "+r"(s));
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
     /* A mid span, or no slab at all (HK_CLS_NONE). */
     if (c >= HK_NSMALL) return 0;
