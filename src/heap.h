@@ -306,10 +306,10 @@ struct hk_heap {
      * that frees used up before its last setting, the small frees that free's second try
      * refused, and the blocks of those that slow paths put into a cache all the same. */
     uint64_t fused, frefused, fpushed;
+    uint64_t ftaken;      /* blocks free's second try took, ever (each 64th looks at the clock) */
     uint64_t ftaken_seen; /* ftaken at the last choice */
-    uint64_t ftaken;
-    uint32_t fown;
-    uint64_t fused_seen; /* room used since its last setting, as the last choice saw it */
+    uint32_t fown;        /* of the second try's frees since then, those of the thread's slabs */
+    uint64_t fused_seen;  /* room used since its last setting, as the last choice saw it */
 #endif
 };
 
@@ -345,7 +345,8 @@ void hk_heap_count_alloc(unsigned c) HK_INTERNAL;
 /* Counts a large block allocated (alloc) or freed by the calling thread (when hk_counting). */
 void hk_heap_count_large(int alloc) HK_INTERNAL;
 /* free of anything the fast path did not take: validates p, then frees it locally, remotely,
- * as an orphan's block or as a large block, or reports it. op names the caller in reports. */
+ * as an orphan's block or as a large block, or reports it (naming free, which free_sized and
+ * free_aligned_sized reach too). */
 void hk_heap_free_slow(void *p) HK_INTERNAL;
 #ifdef HK_HARDENED
 #define HK_GUARD_BEFORE 3 /* the block before p has a broken trailer */
