@@ -62,10 +62,15 @@ _Static_assert(offsetof(struct hk_heap, room) ==
 /* Gives class c a room of r: on free's counter, but for at most HK_ROOM_BEAT of it while the
  * thread's rooms beat (heap.h), the rest put aside with what malloc takes (taken[c]), for
  * hk_room_make_up. */
+/* What frees took of class c's room since it was last set (only frees lower the counter). */
+static inline uintptr_t hk_room_used(const struct hk_heap *h, unsigned c) {
+    return h->room[c] < (intptr_t)h->room_given[c] ? (uintptr_t)(h->room_given[c] - h->room[c])
+                                                    : 0;
+}
+
 static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
     uintptr_t now = r > HK_ROOM_BEAT && h->beat_since ? HK_ROOM_BEAT : r;
-    /* What frees used of the room since it was last set, for hk_heap_choose_free. */
-    if (h->room[c] < (intptr_t)h->room_given[c]) h->fused += h->room_given[c] - h->room[c];
+    h->fused += hk_room_used(h, c); /* for hk_heap_choose_free */
     h->room[c] = (intptr_t)now;
     h->room_given[c] = (uint16_t)now;
     h->taken[c] = r - now;
@@ -166,6 +171,13 @@ static inline size_t hk_owned_bytes(size_t n) {
  * before if it was mapped. Only the owner changes its table, on its slow paths (marked busy:
  * no helper is at work, and free's fast path runs on this thread), so nothing reads the old
  * one after this. */
+/* Free's view of the owned-slab table: the table, or, while the thread frees by slab metadata
+ * (heap.h, "Two ways to free"), an entry that admits nothing. */
+static void hk_free_view(struct hk_heap *h) {
+    h->ftab = h->free_any ? (struct hk_owned *)&hk_owned_none : h->otab;
+    h->fmask = h->free_any ? 0 : h->omask;
+}
+
 static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
     struct hk_owned *old = h->otab;
     size_t oldn = (h->omask >> 5) + 1;
@@ -173,10 +185,7 @@ static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
     h->oslab = t == h->owned ? h->owned_slab : (struct hk_slab **)(t + n);
     h->omask = (uintptr_t)(n - 1) << 5;
     h->oevict = 0;
-    if (!h->free_any) {
-        h->ftab = t;
-        h->fmask = h->omask;
-    }
+    hk_free_view(h);
     if (old != h->owned && old != &hk_owned_none) hk_os_unmap(old, hk_owned_bytes(oldn));
 }
 
@@ -928,8 +937,7 @@ static void hk_heap_give_up_parked(struct hk_heap *h, uint64_t older, uint64_t n
 /* Makes free's fast path look at the owned-slab table (any 0) or at nothing (any 1). */
 static void hk_heap_set_free_any(struct hk_heap *h, unsigned any) {
     h->free_any = (uint8_t)any;
-    h->ftab = any ? (struct hk_owned *)&hk_owned_none : h->otab;
-    h->fmask = any ? 0 : h->omask;
+    hk_free_view(h);
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD,
                  any ? "frees by slab metadata (most of its frees miss its table)"
@@ -944,7 +952,7 @@ static void hk_heap_set_free_any(struct hk_heap *h, unsigned any) {
 static void hk_heap_choose_free(struct hk_heap *h) {
     uint64_t used = 0;
     for (unsigned c = 0; c < HK_NCLASS; c++)
-        if (h->room[c] < (intptr_t)h->room_given[c]) used += h->room_given[c] - h->room[c];
+        used += hk_room_used(h, c);
     /* Every small free puts its block into a cache (and takes 1 from the room), or is refused
      * by hk_free_by_meta; of the refused, the full path puts some into a cache (fpushed). */
     uint64_t room = h->fused + used - h->fused_seen;
