@@ -104,7 +104,10 @@ struct hk_superslab {
     struct hk_slab slabs[HK_SLABS];   /* slabs[0] describes the header slot and serves nothing */
 };
 
-_Static_assert(sizeof(struct hk_slab) == 128, "slot metadata must be 128 bytes");
+/* Slot metadata is 1 << HK_SLOT_META_SHIFT bytes (hk_slot_of). */
+#define HK_SLOT_META_SHIFT 7
+_Static_assert(sizeof(struct hk_slab) == (size_t)1 << HK_SLOT_META_SHIFT,
+               "slot metadata must be 128 bytes");
 _Static_assert(offsetof(struct hk_superslab, slabs) == 128, "slot array at 128 bytes");
 _Static_assert(sizeof(struct hk_superslab) <= HK_SLAB_SIZE, "header fits in slot 0");
 
@@ -120,9 +123,14 @@ static inline struct hk_superslab *hk_ss_of(uintptr_t a) {
     return (struct hk_superslab *)(a & ~(HK_SS_SIZE - 1));
 }
 
-/* Metadata of the slot holding address a (not necessarily its slab's head). */
+/* Metadata of the slot holding address a (not necessarily its slab's head). The slot's
+ * index times the metadata's 128 bytes comes from one shift and one mask, which gcc does not
+ * find in slabs[(a >> 16) & 31] (it shifted, masked, added the array's offset and shifted
+ * again: two instructions more on every free that misses the table). */
 static inline struct hk_slab *hk_slot_of(uintptr_t a) {
-    return &hk_ss_of(a)->slabs[(a >> HK_SLAB_SHIFT) & (HK_SLABS - 1)];
+    uintptr_t meta = (a >> (HK_SLAB_SHIFT - HK_SLOT_META_SHIFT)) &
+                     ((uintptr_t)(HK_SLABS - 1) << HK_SLOT_META_SHIFT);
+    return (struct hk_slab *)((char *)hk_ss_of(a)->slabs + meta);
 }
 
 /* The slab holding address a: the head of a's slot. Cheap for small slabs, whose slot is its
