@@ -306,7 +306,9 @@ struct hk_heap {
      * that frees used up before its last setting, the small frees that free's second try
      * refused, and the blocks of those that slow paths put into a cache all the same. */
     uint64_t fused, frefused, fpushed;
-    uint64_t ftaken;      /* blocks free's second try took, ever (each 64th looks at the clock) */
+    uint64_t ftaken;      /* blocks free's second try took, ever, counted HK_FCLOCK_TAKES at
+                           * a time when it looks at the clock (off by fewer than that) */
+    int32_t fclock;       /* blocks it takes before the one that looks at the clock */
     uint64_t ftaken_seen; /* ftaken at the last choice */
     uint32_t fown;        /* of the second try's frees since then, those of the thread's slabs */
     uint64_t fused_seen;  /* room used since its last setting, as the last choice saw it */
