@@ -59,15 +59,15 @@ _Static_assert(offsetof(struct hk_heap, room) ==
 #define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
 
 #ifndef HK_HARDENED
-/* Gives class c a room of r: on free's counter, but for at most HK_ROOM_BEAT of it while the
- * thread's rooms beat (heap.h), the rest put aside with what malloc takes (taken[c]), for
- * hk_room_make_up. */
 /* What frees took of class c's room since it was last set (only frees lower the counter). */
 static inline uintptr_t hk_room_used(const struct hk_heap *h, unsigned c) {
     return h->room[c] < (intptr_t)h->room_given[c] ? (uintptr_t)(h->room_given[c] - h->room[c])
                                                     : 0;
 }
 
+/* Gives class c a room of r: on free's counter, but for at most HK_ROOM_BEAT of it while the
+ * thread's rooms beat (heap.h), the rest put aside with what malloc takes (taken[c]), for
+ * hk_room_make_up. */
 static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
     uintptr_t now = r > HK_ROOM_BEAT && h->beat_since ? HK_ROOM_BEAT : r;
     h->fused += hk_room_used(h, c); /* for hk_heap_choose_free */
@@ -167,10 +167,6 @@ static inline size_t hk_owned_bytes(size_t n) {
     return n * (sizeof(struct hk_owned) + sizeof(struct hk_slab *));
 }
 
-/* Makes the table of n entries at t (zeroed: every entry empty) the heap's, and unmaps the one
- * before if it was mapped. Only the owner changes its table, on its slow paths (marked busy:
- * no helper is at work, and free's fast path runs on this thread), so nothing reads the old
- * one after this. */
 /* Free's view of the owned-slab table: the table, or, while the thread frees by slab metadata
  * (heap.h, "Two ways to free"), an entry that admits nothing. */
 static void hk_free_view(struct hk_heap *h) {
@@ -178,6 +174,10 @@ static void hk_free_view(struct hk_heap *h) {
     h->fmask = h->free_any ? 0 : h->omask;
 }
 
+/* Makes the table of n entries at t (zeroed: every entry empty) the heap's, and unmaps the one
+ * before if it was mapped. Only the owner changes its table, on its slow paths (marked busy:
+ * no helper is at work, and free's fast path runs on this thread), so nothing reads the old
+ * one after this. */
 static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
     struct hk_owned *old = h->otab;
     size_t oldn = (h->omask >> 5) + 1;

@@ -322,14 +322,18 @@ extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
 /* The owned-slab table of a heap not set up yet: one entry, empty. */
 extern const struct hk_owned hk_owned_none HK_INTERNAL;
 
+/* The entry that address a falls to in table t of mask m (omask's form). */
+static inline struct hk_owned *hk_owned_in(struct hk_owned *t, uintptr_t m, uintptr_t a) {
+    return (struct hk_owned *)((uintptr_t)t + ((a >> (HK_SLAB_SHIFT - 5)) & m));
+}
 /* The entry of the owned-slab table that address a falls to. */
 static inline struct hk_owned *hk_owned_at(const struct hk_heap *h, uintptr_t a) {
-    return (struct hk_owned *)((uintptr_t)h->otab + ((a >> (HK_SLAB_SHIFT - 5)) & h->omask));
+    return hk_owned_in(h->otab, h->omask, a);
 }
 /* The same as free's fast path sees it (an entry that admits nothing while the thread frees
  * by slab metadata). */
 static inline const struct hk_owned *hk_free_entry(const struct hk_heap *h, uintptr_t a) {
-    return (const struct hk_owned *)((uintptr_t)h->ftab + ((a >> (HK_SLAB_SHIFT - 5)) & h->fmask));
+    return hk_owned_in(h->ftab, h->fmask, a);
 }
 /* Whether slab s holds its entry in the calling thread's table; for tests. */
 int hk_heap_has_entry(const struct hk_slab *s) HK_INTERNAL;
