@@ -119,7 +119,7 @@ static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
     struct hk_slab **holder = hk_owned_holder(h, e), *was = *holder;
     int current = h->cur[s->cls] == s;
     e->base = (uintptr_t)hk_slab_base(s);
-    e->lim = (uintptr_t)s->carved * s->bsize;
+    e->lim = s->lim;
     *holder = s;
 #ifndef HK_HARDENED
     (void)current;
@@ -516,15 +516,17 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     if (n > left) n = left;
     h->free[c] = hk_carve_list(h, hk_slab_base(s) + (size_t)s->carved * bs, n, bs);
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
+    __atomic_store_n(&s->lim, s->carved * bs, __ATOMIC_RELAXED);
     s->used = s->carved;
     /* Free's fast path takes what was carved, nothing beyond. */
     struct hk_owned *e = hk_owned_entry(h, s);
-    if (*hk_owned_holder(h, e) == s) e->lim = (uintptr_t)s->carved * bs;
+    if (*hk_owned_holder(h, e) == s) e->lim = s->lim;
 }
 
 /* --- retention and the tick ----------------------------------------------------------------- */
 
 static void hk_heap_release(struct hk_slab *s, uint64_t idle_since) {
+    __atomic_store_n(&s->nostash, 1, __ATOMIC_RELAXED);
     atomic_store_explicit(&s->owner, NULL, memory_order_relaxed);
     s->list = HK_LIST_NONE;
     hk_pool_release(s, idle_since);
@@ -862,7 +864,7 @@ static void hk_heap_take_in(struct hk_heap *h, struct hk_slab *s, uint8_t list, 
         hk_heap_release(s, now);
         return;
     }
-    __atomic_store_n(&s->adopted, 1, __ATOMIC_RELAXED); /* other threads do not stash it */
+    __atomic_store_n(&s->nostash, 1, __ATOMIC_RELAXED); /* other threads do not stash it */
     atomic_store(&s->owner, h->owner);
     HK_STAT_INC(slab_adopt);
     hk_heap_list_add(h, s, list);
@@ -1338,7 +1340,7 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
     /* Not a block of an adopted slab (heap.h, "Reuse"). */
     if (o != h->owner && o != NULL && h == &hk_tls &&
-        !__atomic_load_n(&s->adopted, __ATOMIC_RELAXED) && hk_stash_put(h, s->cls, p))
+        !__atomic_load_n(&s->nostash, __ATOMIC_RELAXED) && hk_stash_put(h, s->cls, p))
         return;
 #endif
     hk_free_home(h, s, p);
@@ -1502,7 +1504,7 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     uint32_t bsize = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
     if ((uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
-        off >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED) * bsize ||
+        off >= __atomic_load_n(&s->lim, __ATOMIC_RELAXED) ||
         h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
         return 0;
     uintptr_t mark = hk_free_mark();
@@ -1527,7 +1529,7 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
  * counts alone, which helpers leave alone. 1 when p is taken, 2 when it is and the clock is
  * due (the caller looks at it, hk_heap_stash_tick); 0, with nothing done, for anything else,
  * or when the class must make up its room or the counters are on: the full path decides
- * then (shared_swap, 2 threads: about 140 instructions a remote free there, 70 here). */
+ * then (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
 static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     const struct hk_slab *s = hk_slot_of((uintptr_t)p);
     /* One register for the slot from here on: gcc would keep the SuperSlab and the slot's
@@ -1546,25 +1548,23 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
      * frees by slab metadata. */
     if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL || h->room[c] <= 1 ||
                     (uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
-                    off >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED) *
-                               __atomic_load_n(&s->bsize, __ATOMIC_RELAXED) ||
+                    off >= __atomic_load_n(&s->lim, __ATOMIC_RELAXED) ||
                     hk_marked_as(p, hk_free_mark())))
         goto refused;
-    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-    unsigned own = o == h->owner;
-    /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"), unless its
-     * own; and one of its own that the full path hands its table entry, while it frees by
-     * the table. Tested first: what seldom holds, whoever's block it is. */
-    if (HK_UNLIKELY(o == NULL || __atomic_load_n(&s->adopted, __ATOMIC_RELAXED)) && !own)
-        goto refused;
-    if (HK_UNLIKELY(!h->free_any) && own &&
+    struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
+    h->fown += o == me; /* the counts of hk_heap_choose_free, taken or refused from here on */
+    /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"; nostash says
+     * both), unless its own; and one of its own that the full path hands its table entry,
+     * while it frees by the table. Tested first: what seldom holds, whoever's block it is. */
+    if (HK_UNLIKELY(__atomic_load_n(&s->nostash, __ATOMIC_RELAXED)) && o != me)
+        goto refused_counted;
+    if (HK_UNLIKELY(!h->free_any) && o == me &&
         (s->list == HK_LIST_FULL || (s->list == HK_LIST_PARTIAL && hk_owned_entry(h, s)->lim == 0)))
-        goto refused;
+        goto refused_counted;
     hk_link_set(p, h->free[c]);
     hk_mark_as(p, hk_free_mark());
     h->free[c] = p;
     h->room[c]--;
-    h->fown += own; /* the counts of hk_heap_choose_free */
     /* Each 64th block taken looks at the clock (hk_heap_stash_tick): a thread that lives on
      * other threads' blocks takes no refill, and its tick must come all the same. Not each
      * 16th, as refills do: that cost 5% of shared_swap's time freeing by slab metadata (2
@@ -1572,8 +1572,9 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
      * 64 at a time when the clock is looked at. */
     return --h->fclock >= 0 ? 1 : 2;
 refused:
-    h->frefused++;
     h->fown += atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner;
+refused_counted:
+    h->frefused++;
     return 0;
 }
 

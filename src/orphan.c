@@ -43,6 +43,7 @@ void hk_orphan_abandon(struct hk_slab *l) {
         HK_STAT_INC(slab_abandon);
         /* seq_cst store: a remote pusher that still sees the old owner pushes into the
          * owner's inbox, which the exiting owner drains after this (see hk_heap_teardown). */
+        __atomic_store_n(&s->nostash, 1, __ATOMIC_RELAXED);
         atomic_store(&s->owner, NULL);
         if (s->free || s->carved < s->capacity) {
             hk_orphan_partial_push(s);
@@ -62,7 +63,7 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     if ((s = hk_orphan_partial[c]) != NULL) {
         hk_orphan_partial_unlink(s);
         s->list = HK_LIST_NONE;
-        __atomic_store_n(&s->adopted, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->nostash, 1, __ATOMIC_RELAXED);
         atomic_store_explicit(&s->owner, o, memory_order_release);
         HK_STAT_INC(slab_adopt);
         if (HK_TRACING(HK_T_THREAD))

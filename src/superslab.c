@@ -13,7 +13,8 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     s->capacity = (uint32_t)(hk_slab_bytes(s) / bs);
     s->inv = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
     s->carved = 0;
-    __atomic_store_n(&s->adopted, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->nostash, 0, __ATOMIC_RELAXED);
     s->used = 0;
     s->free = NULL;
     s->last_cls = (uint8_t)c;

@@ -65,8 +65,11 @@ struct hk_slab {
     uint8_t last_cls;  /* class it served last: the pool's stage-1 key (HK_CLS_NONE: none) */
     uint8_t head;      /* index of the slot heading this slot's slab (its own for a head) */
     uint8_t nslots;    /* slots in the slab (head only) */
-    uint8_t adopted;   /* adopted from an exited thread: other threads do not stash its
-                        * blocks (heap.h, "Reuse"); a hint, read racily */
+    /* Other threads do not stash its blocks (heap.h, "Reuse"): set when the slab loses its
+     * owner (an orphan, or given back) and when adopted from an exited thread, cleared when
+     * formatted; so free's second try tests one byte, not the owner and a flag. A hint, read
+     * racily. */
+    uint8_t nostash;
     uint8_t pad0[2];
     uint32_t bsize;    /* block size */
     uint32_t capacity; /* blocks that fit */
@@ -77,7 +80,11 @@ struct hk_slab {
      * slot, when its pages were released (0: never used): milliseconds of hk_now_ms. */
     uint64_t idle_since;
     struct hk_slab *anext, *aprev;    /* the pool's age list of EMPTY slabs, oldest first */
-    uint8_t pad1[8];
+    /* carved * bsize: the bytes carved, which a block must start below. Kept beside carved
+     * so that free's second try (heap.c, hk_free_by_meta) tests it with one load, not two
+     * and a multiplication. */
+    uint32_t lim;
+    uint8_t pad1[4];
     /* --- changed by the owner --- */
     uint8_t list;      /* HK_LIST_* */
     uint8_t pad2[3];

@@ -104,12 +104,19 @@ static void *ob_free_some_then_wait(void *arg) {
     return NULL; /* exit: the batch goes now */
 }
 
+/* Runs fn(arg) in a thread to its exit, then gives its heap up: its slabs with live blocks are
+ * orphans, not a heap the next thread takes over. */
+static void run_to_orphans(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    pthread_create(&t, NULL, fn, arg);
+    pthread_join(t, NULL);
+    hk_heap_give_up_all();
+}
+
 TEST(orphan_blocks_adopted_meanwhile_reach_the_new_owner) {
     CHECK(pipe(ob_ready) == 0 && pipe(ob_go) == 0);
-    pthread_t a, b;
-    pthread_create(&a, NULL, ob_alloc_free_half_exit, NULL);
-    pthread_join(a, NULL);
-    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
+    pthread_t b;
+    run_to_orphans(ob_alloc_free_half_exit, NULL);
     struct hk_slab *s = hk_slab_of((uintptr_t)ob_blocks[OB_K]);
     CHECKF(hk_heap_slab_live(s) == OB_N - OB_K, "live %u", hk_heap_slab_live(s));
     pthread_create(&b, NULL, ob_free_some_then_wait, NULL);
@@ -670,13 +677,11 @@ static void *ad_free_then_allocate(void *arg) {
 }
 
 TEST(blocks_of_adopted_slabs_go_home) {
-    pthread_t t;
-    pthread_create(&t, NULL, ad_alloc_free_one_exit, NULL);
-    pthread_join(t, NULL);
-    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
+    run_to_orphans(ad_alloc_free_one_exit, NULL);
     struct hk_slab *s = hk_slab_of((uintptr_t)ad_blocks[1]);
     void *x = hak_malloc(AD_SIZE); /* this thread's first block of the class adopts the orphan */
-    CHECKF(hk_slab_of((uintptr_t)x) == s && s->adopted, "adopted %d", s->adopted);
+    CHECKF(hk_slab_of((uintptr_t)x) == s && s->nostash, "nostash %d", s->nostash);
+    pthread_t t;
     pthread_create(&t, NULL, ad_free_then_allocate, NULL);
     pthread_join(t, NULL);
     CHECKF(ad_reused == 0, "%d of %d blocks reused by the freeing thread", ad_reused, AD_N);
@@ -684,6 +689,50 @@ TEST(blocks_of_adopted_slabs_go_home) {
     CHECKF(hk_heap_slab_live(s) == 1, "live %u", hk_heap_slab_live(s));
     hak_free(y);
     hak_free(x);
+}
+
+/* A thread that allocates a class frees blocks of an orphan of it (the full slab of an exited
+ * thread, which nobody adopts): they go home to the orphan, not into the freeing thread's
+ * stash (the second try tests the slab's nostash, set when the owner went). */
+enum { OR_SIZE = 3584 };
+static void *or_blocks[64];
+static unsigned or_n;
+
+static void *or_fill_one_slab_exit(void *arg) {
+    (void)arg;
+    struct hk_slab *s = NULL;
+    for (or_n = 0; or_n < 64; or_n++) {
+        or_blocks[or_n] = hak_malloc(OR_SIZE);
+        if (!s) s = hk_slab_of((uintptr_t)or_blocks[or_n]);
+        if (hk_slab_of((uintptr_t)or_blocks[or_n]) != s) {
+            hak_free(or_blocks[or_n]); /* the next slab's: the first one is full */
+            break;
+        }
+    }
+    return NULL;
+}
+
+TEST(blocks_of_orphans_are_not_stashed) {
+    run_to_orphans(or_fill_one_slab_exit, NULL);
+    struct hk_slab *s = hk_slab_of((uintptr_t)or_blocks[0]);
+    CHECKF(or_n > 4 && or_n < 64 && or_n == s->capacity, "%u blocks, capacity %u", or_n,
+           s->capacity);
+    CHECKF(atomic_load(&s->owner) == NULL && s->nostash, "owner %p nostash %d",
+           (void *)atomic_load(&s->owner), s->nostash);
+    void *mine = hak_malloc(OR_SIZE); /* this thread allocates the class (a slab of its own) */
+    CHECK(hk_slab_of((uintptr_t)mine) != s);
+    for (unsigned i = 0; i < or_n / 2; i++) hak_free(or_blocks[i]);
+    void *got[32];
+    int reused = 0;
+    for (unsigned i = 0; i < or_n / 2; i++) {
+        got[i] = hak_malloc(OR_SIZE);
+        reused += hk_slab_of((uintptr_t)got[i]) == s;
+    }
+    CHECKF(reused == 0, "%d of the orphan's %u blocks came back from this thread's cache",
+           reused, or_n / 2);
+    for (unsigned i = 0; i < or_n / 2; i++) hak_free(got[i]);
+    for (unsigned i = or_n / 2; i < or_n; i++) hak_free(or_blocks[i]);
+    hak_free(mine);
 }
 
 /* --- two ways to free ------------------------------------------------------------------- */
@@ -797,10 +846,7 @@ static void *alloc_and_exit(void *arg) {
 
 TEST(slabs_of_exited_thread_are_released_when_freed) {
     struct hak_stats a = stats();
-    pthread_t t;
-    pthread_create(&t, NULL, alloc_and_exit, (void *)(uintptr_t)96);
-    pthread_join(t, NULL);
-    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
+    run_to_orphans(alloc_and_exit, (void *)(uintptr_t)96);
     struct hak_stats b = stats();
     CHECK(b.slab_abandon > a.slab_abandon);
     for (int i = 0; i < NB; i++) hak_free(blocks[i]);
@@ -1086,10 +1132,7 @@ static void *alloc_half_free_exit(void *arg) {
 }
 
 TEST(orphans_with_free_blocks_are_adopted) {
-    pthread_t t;
-    pthread_create(&t, NULL, alloc_half_free_exit, NULL);
-    pthread_join(t, NULL);
-    hk_heap_give_up_all(); /* its slabs are orphans now, not a heap the next thread takes */
+    run_to_orphans(alloc_half_free_exit, NULL);
     struct hak_stats a = stats();
     void *mine[NB / 2];
     for (int i = 0; i < NB / 2; i++) mine[i] = hak_malloc(176);
@@ -1527,6 +1570,7 @@ int main(void) {
     RUN(an_idle_transfer_list_goes_home);
     RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
     RUN(blocks_of_adopted_slabs_go_home);
+    RUN(blocks_of_orphans_are_not_stashed);
     RUN(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks);
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
