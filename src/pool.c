@@ -172,7 +172,9 @@ static void hk_empty_remove(struct hk_slab *s) {
  * count it as EMPTY. The tick moves the slabs idle for the purge delay into the pool proper,
  * where they are purged (all of them while the EMPTY bytes exceed the budget), and an acquire
  * about to reach stage 3 moves them all first: no SuperSlab is mapped while free slots wait in
- * a front. */
+ * a front. A full front hands its oldest half to the pool proper (hk_front_put), and an
+ * acquire that found it empty fills half of it from there (hk_empty_to_front): bursts cross
+ * the pool's mutex in batches. */
 struct hk_front {
     struct hk_slab *head, *tail; /* newest first, linked by next/prev */
     _Atomic uint32_t n;          /* slabs listed; read without the lock as a hint */
@@ -217,20 +219,47 @@ static uint32_t hk_front_cap(unsigned c) {
     return budget >= 16 * slab; /* the floor, where the budget holds 16 such slabs */
 }
 
-/* Lists slab s (no live block, no owner) in its class's front: 1, or 0 when the front is full
- * or s is the last ACTIVE slab of its SuperSlab, which the pool proper caches whole. */
-static int hk_front_put(struct hk_slab *s, uint64_t idle_since) {
+/* Under class c's stripe: takes out of its front, oldest first, at most max slabs idle since
+ * before `older` (any with older 0), and adds them to *out, linked by next. Returns how many. */
+static unsigned hk_front_unlink_old(unsigned c, uint64_t older, unsigned max,
+                                    struct hk_slab **out) {
+    struct hk_front *f = &hk_front[c];
+    unsigned k = 0;
+    struct hk_slab *s;
+    while (k < max && (s = f->tail) != NULL && (older == 0 || s->idle_since < older)) {
+        f->tail = s->prev;
+        hk_slab_list_unlink(&f->head, s);
+        s->next = *out;
+        *out = s;
+        k++;
+    }
+    atomic_store_explicit(&f->n, atomic_load_explicit(&f->n, memory_order_relaxed) - k,
+                          memory_order_relaxed);
+    if (k) hk_front_count(c, -((size_t)k * hk_class_slots[c]));
+    return k;
+}
+
+/* Lists slab s (no live block, no owner) in its class's front: 1, or 0 when s is the last
+ * ACTIVE slab of its SuperSlab (which the pool proper caches whole) or the front holds one
+ * slab at most and has it. A full front makes room by handing its oldest half to *spill
+ * (linked by next), for the caller to move into the pool proper under one hold of the pool's
+ * mutex: a burst of releases takes it once per half a front, not once a slab (scatter with 4
+ * threads on 2 cores, whose slabs empty by the hundred when a thread's backlog comes home). */
+static int hk_front_put(struct hk_slab *s, uint64_t idle_since, struct hk_slab **spill) {
     unsigned c = s->cls;
     struct hk_front *f = &hk_front[c];
     uint32_t cap = hk_front_cap(c);
-    if (atomic_load_explicit(&f->n, memory_order_relaxed) >= cap ||
+    if ((cap < 2 && atomic_load_explicit(&f->n, memory_order_relaxed) >= cap) ||
         __atomic_load_n(&hk_ss_of((uintptr_t)s)->nactive, __ATOMIC_RELAXED) <= s->nslots)
         return 0;
     hk_lock(hk_front_lock(c));
     uint32_t n = atomic_load_explicit(&f->n, memory_order_relaxed);
     if (n >= cap) {
-        hk_unlock(hk_front_lock(c));
-        return 0;
+        if (cap < 2) {
+            hk_unlock(hk_front_lock(c));
+            return 0;
+        }
+        n -= hk_front_unlink_old(c, 0, cap / 2, spill);
     }
     __atomic_store_n(&s->cls, HK_CLS_NONE, __ATOMIC_RELEASE);
     s->free = NULL;
@@ -269,21 +298,9 @@ static struct hk_slab *hk_front_take(unsigned c) {
 /* Takes out of class c's front, oldest first, the slabs idle since before `older` (all of them
  * with older 0), and adds them to *out, linked by next. Returns how many. */
 static unsigned hk_front_detach(unsigned c, uint64_t older, struct hk_slab **out) {
-    struct hk_front *f = &hk_front[c];
-    unsigned k = 0;
-    if (atomic_load_explicit(&f->n, memory_order_relaxed) == 0) return 0;
+    if (atomic_load_explicit(&hk_front[c].n, memory_order_relaxed) == 0) return 0;
     hk_lock(hk_front_lock(c));
-    struct hk_slab *s;
-    while ((s = f->tail) != NULL && (older == 0 || s->idle_since < older)) {
-        f->tail = s->prev;
-        hk_slab_list_unlink(&f->head, s);
-        s->next = *out;
-        *out = s;
-        k++;
-    }
-    atomic_store_explicit(&f->n, atomic_load_explicit(&f->n, memory_order_relaxed) - k,
-                          memory_order_relaxed);
-    if (k) hk_front_count(c, -((size_t)k * hk_class_slots[c]));
+    unsigned k = hk_front_unlink_old(c, older, UINT32_MAX, out);
     hk_unlock(hk_front_lock(c));
     return k;
 }
@@ -357,9 +374,9 @@ static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64
     }
 }
 
-/* Makes slots i..i+k-1 of ss (already claimed) an ACTIVE slab of class c. */
-static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned k, unsigned c,
-                                   uint64_t now) {
+/* Makes slots i..i+k-1 of ss (already claimed) the ACTIVE slots of one slab, not yet formatted
+ * (a slab in a front is one). */
+static struct hk_slab *hk_occupy(struct hk_superslab *ss, unsigned i, unsigned k, uint64_t now) {
     struct hk_slab *s = &ss->slabs[i];
     hk_mark(ss, i, k, HK_SLOT_ACTIVE, i);
     ss->avail &= ~hk_run_mask(i, k);
@@ -372,6 +389,13 @@ static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned
     s->nslots = (uint8_t)k;
     s->list = HK_LIST_NONE;
     hk_ss_relist(ss, now);
+    return s;
+}
+
+/* Makes slots i..i+k-1 of ss (already claimed) an ACTIVE slab of class c. */
+static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned k, unsigned c,
+                                   uint64_t now) {
+    struct hk_slab *s = hk_occupy(ss, i, k, now);
     hk_slab_format(s, c);
     hk_acquired[c]++;
     return s;
@@ -402,6 +426,58 @@ static struct hk_slab *hk_take_run(struct hk_superslab *ss, unsigned i, unsigned
 
 /* Moves every front's slabs into the pool proper; returns how many. */
 static unsigned hk_front_drain_all(uint64_t now);
+static int hk_front_to_pool(struct hk_slab *l, uint64_t now);
+
+/* Under the lock, once an acquire of class c found its front empty and took a slab of the
+ * pool proper: takes up to half a front more of the class's EMPTY slabs, their slots ACTIVE
+ * again as a front's are, for the caller to list in the front (hk_front_fill), so that the
+ * burst of acquires that follows a burst of releases takes the pool's mutex once per half a
+ * front, not once a slab. Not a slab that would be its SuperSlab's only ACTIVE one: the front
+ * would keep that SuperSlab from the cache. Linked by next, newest first. */
+static struct hk_slab *hk_empty_to_front(unsigned c, uint64_t now) {
+    unsigned want = hk_front_cap(c) / 2, looked = 0;
+    struct hk_slab *out = NULL, **end = &out, *t = hk_empty[c];
+    for (; t && want && looked < 4 * want; looked++) {
+        struct hk_slab *next = t->next;
+        struct hk_superslab *ss = hk_ss_of((uintptr_t)t);
+        if (ss->nactive > 0) {
+            hk_empty_remove(t);
+            hk_drawdown_take(&hk_drawn, hk_slab_bytes(t));
+            hk_occupy(ss, hk_slab_index(t), t->nslots, now);
+            t->next = NULL;
+            *end = t;
+            end = &t->next;
+            want--;
+        }
+        t = next;
+    }
+    return out;
+}
+
+/* Lists the slabs of l (hk_empty_to_front's) at the old end of class c's front as far as its
+ * cap allows; the rest go back to the pool proper (other releases filled it meanwhile). They
+ * were counted as released when they first left their thread: not again. */
+static void hk_front_fill(unsigned c, struct hk_slab *l, uint64_t now) {
+    struct hk_front *f = &hk_front[c];
+    uint32_t cap = hk_front_cap(c);
+    hk_lock(hk_front_lock(c));
+    uint32_t n = atomic_load_explicit(&f->n, memory_order_relaxed), k = 0;
+    while (l && n + k < cap) {
+        struct hk_slab *s = l;
+        l = s->next;
+        s->list = HK_LIST_POOL_FRONT;
+        s->next = NULL;
+        s->prev = f->tail;
+        if (f->tail) f->tail->next = s;
+        else f->head = s;
+        f->tail = s;
+        k++;
+    }
+    atomic_store_explicit(&f->n, n + k, memory_order_relaxed);
+    if (k) hk_front_count(c, (size_t)k * hk_class_slots[c]);
+    hk_unlock(hk_front_lock(c));
+    if (l) hk_front_to_pool(l, now);
+}
 
 struct hk_slab *hk_pool_acquire(unsigned c) {
     unsigned k = hk_class_slots[c];
@@ -420,7 +496,9 @@ again:
         hk_drawdown_take(&hk_drawn, hk_slab_bytes(s));
         HK_STAT_INC(acquire_stage1);
         s = hk_activate(ss, hk_slab_index(s), k, c, now);
+        struct hk_slab *more = hk_empty_to_front(c, now);
         hk_pool_unlock();
+        if (more) hk_front_fill(c, more, now);
         return hk_pool_traced(s, c, "acquire stage 1 (an EMPTY slab of the class)");
     }
     /* Stage 2: a run of EMPTY slots (resident pages: no fault) in one of the first few
@@ -527,7 +605,11 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
         hk_trace(HK_T_POOL, "release (an empty slab goes to the pool)", "class_size", s->bsize,
                  "slots", s->nslots, "slab@", (uintptr_t)hk_slab_base(s));
     /* The front counts its own releases: no process-wide counter on that path. */
-    if (hk_front_put(s, idle_since < now ? idle_since : now)) return;
+    struct hk_slab *spill = NULL;
+    if (hk_front_put(s, idle_since < now ? idle_since : now, &spill)) {
+        if (spill && hk_front_to_pool(spill, now)) hk_pool_decay(now, 0);
+        return;
+    }
     HK_STAT_INC(slab_release);
     hk_pool_lock();
     hk_pool_release_locked(s, idle_since, now, 0);
@@ -536,16 +618,19 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     if (over) hk_pool_decay(now, 0);
 }
 
-/* Moves the slabs of list l (linked by next, taken out of fronts) into the pool proper. */
-static void hk_front_to_pool(struct hk_slab *l, uint64_t now) {
-    if (!l) return;
+/* Moves the slabs of list l (linked by next, taken out of fronts) into the pool proper;
+ * returns whether the EMPTY bytes now call for a release at once (hk_pool_over). */
+static int hk_front_to_pool(struct hk_slab *l, uint64_t now) {
+    if (!l) return 0;
     hk_pool_lock();
     while (l) {
         struct hk_slab *next = l->next;
         hk_pool_release_locked(l, l->idle_since, now, 1);
         l = next;
     }
+    int over = hk_pool_over();
     hk_pool_unlock();
+    return over;
 }
 
 static unsigned hk_front_drain_all(uint64_t now) {

@@ -21,8 +21,9 @@
  * guards the pool proper, never taken per block and released around the system calls. In
  * front of it, each class keeps a few EMPTY slabs under its lock stripe (lock.h): a slab given
  * back while its SuperSlab is busy waits there and serves the class's next acquire, so that
- * slab traffic of a steady program takes no process-wide lock (pool.c says when they move on
- * to the pool proper). */
+ * slab traffic of a steady program takes no process-wide lock, and a burst moves between a
+ * front and the pool proper half a front at a time, one hold of the mutex each (pool.c says
+ * when they move). */
 #ifndef HK_POOL_H
 #define HK_POOL_H
 
