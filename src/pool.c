@@ -134,20 +134,39 @@ static inline uint32_t hk_run_mask(unsigned i, unsigned k) {
 
 /* --- EMPTY slabs: per-class lists and the age list ---------------------------------------- */
 
+/* Slabs of the age list an insertion looks at from either end, at most. */
+#define HK_AGE_WALK 16
+
 static void hk_empty_insert(struct hk_slab *s, uint64_t idle_since) {
-    s->idle_since = idle_since;
     s->list = HK_LIST_POOL_EMPTY;
     hk_slab_list_push(&hk_empty[s->last_cls], s);
-    /* The age list stays sorted: slabs a thread kept for a while come back with an older
-     * time than the newest ones already here, so walk back from the tail. */
+    /* The age list stays sorted. Slabs a thread kept for a while, and a front's that the tick
+     * moves here once idle for the purge delay, come with an older time than the newest ones
+     * already here: walk back from the tail, or forward from the head for one older than most,
+     * a few slabs at most. Walked to its place (the whole list for a front's old slab), the
+     * insertion took 12% of all samples with 16 threads on 2 cores (scatter), under the pool's
+     * mutex. A slab whose place lies further in is listed as idle since the time of the slab
+     * it stops at: it is purged a little later than its own time would say (the newest few
+     * slabs are all the list has of younger ones, within a purge delay). */
     struct hk_slab *after = hk_age_tail;
-    while (after && after->idle_since > idle_since) after = after->aprev;
+    unsigned steps = 0;
+    while (after && after->idle_since > idle_since && steps++ < HK_AGE_WALK) after = after->aprev;
+    if (after && after->idle_since > idle_since) {
+        struct hk_slab *before = hk_age_head; /* older than idle_since is listed after it */
+        for (steps = 0; before && before->idle_since <= idle_since && steps < HK_AGE_WALK; steps++)
+            before = before->anext;
+        if (before && before->idle_since > idle_since) after = before->aprev;
+        else idle_since = after->idle_since;
+    }
+    s->idle_since = idle_since;
     s->aprev = after;
     s->anext = after ? after->anext : hk_age_head;
     if (s->anext) s->anext->aprev = s;
     else hk_age_tail = s;
     if (after) after->anext = s;
     else hk_age_head = s;
+    HK_ASSERT((!s->aprev || s->aprev->idle_since <= s->idle_since) &&
+              (!s->anext || s->anext->idle_since >= s->idle_since));
     hk_empty_bytes += hk_slab_bytes(s);
 }
 
