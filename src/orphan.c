@@ -41,9 +41,9 @@ void hk_orphan_abandon(struct hk_slab *l) {
         l = s->next;
         HK_ASSERT(s->used > 0 && s->cls == c);
         HK_STAT_INC(slab_abandon);
+        __atomic_store_n(&s->nostash, 1, __ATOMIC_RELAXED); /* its blocks go home, not stashed */
         /* seq_cst store: a remote pusher that still sees the old owner pushes into the
          * owner's inbox, which the exiting owner drains after this (see hk_heap_teardown). */
-        __atomic_store_n(&s->nostash, 1, __ATOMIC_RELAXED);
         atomic_store(&s->owner, NULL);
         if (s->free || s->carved < s->capacity) {
             hk_orphan_partial_push(s);
