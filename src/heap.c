@@ -1536,7 +1536,7 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
      * offset apart to address each field, and save four registers on entry for it (one
      * now: shared_swap 2 10000000 1000 0 on one core, 4.3e7 -> 4.4e7 steps/s). */
     __asm__("" : "+r"(s));
-    unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
+    size_t c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE); /* an index: no widening later */
     /* A mid span, or no slab at all (HK_CLS_NONE). */
     if (c >= HK_NSMALL) return 0;
     HK_ASSERT(hk_slab_of((uintptr_t)p) == s);
