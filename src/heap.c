@@ -1484,6 +1484,15 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
 #endif
 
 #ifndef HK_HARDENED
+/* Whether off, an offset into small slab s of class c (read from s's own slot), is the start
+ * of a block it has carved: a multiple of the class size (HK_BLOCK_DIV) below the bytes
+ * carved. The short paths of free's slow path test it on the slab's metadata alone. */
+static inline int hk_carved_start(const struct hk_heap *h, const struct hk_slab *s, size_t c,
+                                  uint32_t off) {
+    return HK_LIKELY((uint32_t)(off * h->block_div[c]) <= HK_BLOCK_START_MAX) &&
+           HK_LIKELY(off < __atomic_load_n(&s->lim, __ATOMIC_RELAXED));
+}
+
 /* free's slow path for a small block of class c of an orphan (a slab whose owner exited), the
  * common case of a thread that takes apart what exited threads left (thread_churn with its
  * main thread freeing 16 threads' leftovers, a worker's result freed by another): the checks
@@ -1503,9 +1512,7 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
         return 0;
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     uint32_t bsize = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
-    if ((uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
-        off >= __atomic_load_n(&s->lim, __ATOMIC_RELAXED) ||
-        h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
+    if (!hk_carved_start(h, s, c, off) || h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
         return 0;
     uintptr_t mark = hk_free_mark();
     if (HK_UNLIKELY(hk_marked_as(p, mark))) return 0;
@@ -1547,9 +1554,7 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
      * depends on whose block it is, which changes from one free to the next while the thread
      * frees by slab metadata. */
     if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL || h->room[c] <= 1 ||
-                    (uint32_t)(off * h->block_div[c]) > HK_BLOCK_START_MAX ||
-                    off >= __atomic_load_n(&s->lim, __ATOMIC_RELAXED) ||
-                    hk_marked_as(p, hk_free_mark())))
+                    !hk_carved_start(h, s, c, off) || hk_marked_as(p, hk_free_mark())))
         goto refused;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
     h->fown += o == me; /* the counts of hk_heap_choose_free, taken or refused from here on */
