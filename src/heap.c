@@ -119,16 +119,15 @@ static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
     struct hk_slab **holder = hk_owned_holder(h, e), *was = *holder;
     int current = h->cur[s->cls] == s;
     e->base = (uintptr_t)hk_slab_base(s);
-    e->lim = s->lim;
+    e->mul = hk_class_mul[s->cls];
+    e->lim = s->lim * e->mul;
     *holder = s;
 #ifndef HK_HARDENED
     (void)current;
     e->head = &h->free[s->cls];
 #else
     e->head = current ? &h->free[s->cls] : &s->free;
-    e->dec = !current;
 #endif
-    e->div = h->block_div[s->cls];
     return was;
 }
 
@@ -520,7 +519,7 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     s->used = s->carved;
     /* Free's fast path takes what was carved, nothing beyond. */
     struct hk_owned *e = hk_owned_entry(h, s);
-    if (*hk_owned_holder(h, e) == s) e->lim = s->lim;
+    if (*hk_owned_holder(h, e) == s) e->lim = s->lim * e->mul;
 }
 
 /* --- retention and the tick ----------------------------------------------------------------- */

@@ -4,9 +4,9 @@
  *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
  *              checked, hk_link_ok), count it in taken[c] (see "Reuse"), prefetch the new head
  *              (hk_block_prefetch), clear the block's free mark (block.h).
- *   free(p):   e = ftab[(p >> 16) % n]; off = p - e->base below e->lim means p lies
- *              in the carved part of one of this thread's small slabs, current or not;
- *              off * e->div within 16 bits (HK_BLOCK_DIV) means p is a block start; p
+ *   free(p):   e = ftab[(p >> 16) % n]; off = p - e->base times e->mul below e->lim
+ *              (HK_BLOCK_MUL: one multiply and compare) means p is a block start in the
+ *              carved part of one of this thread's small slabs, current or not; p
  *              without the free mark is not free already: push p onto e->head, the cache of
  *              its class, and take 1 from the class's room (hk_heap_free_fast), which lies one
  *              array after the caches. Every free to one of the thread's small slabs takes
@@ -15,8 +15,8 @@
  *              lines. Full slabs keep their entry: the block waits in the cache, and the
  *              slab becomes partial when it goes home. (The hardened build pushes a block of
  *              another slab than the current one onto that slab's free list and takes 1 from
- *              its `used`: its caches hold the current slab's blocks only, e->dec 0 for the
- *              current slab and 1 else; there a full slab has no entry, and the first free to
+ *              its `used`: its caches hold the current slab's blocks only, so a block pushed
+ *              onto the slab's own list takes 1 and one into the cache 0; there a full slab has no entry, and the first free to
  *              one makes it partial on the slow path.)
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
@@ -136,13 +136,12 @@
  * entry (base >> 16) % (the table's size); a slab whose entry another took is freed to by the
  * slow path (and so is a full one in the hardened build). */
 struct hk_owned {
-    uintptr_t base;       /* the slab's first byte */
-    uintptr_t lim;        /* bytes carved from it (0: the entry is empty) */
-    void **head;          /* where a freed block goes: the cache of its class (the hardened
-                           * build: that for the current slab, else the slab's free list) */
-    uint32_t div;         /* HK_BLOCK_DIV of its class size */
-    uint32_t dec;         /* hardened build: what a free takes from slab->used (0 into the
-                           * cache, else 1) */
+    uintptr_t base; /* the slab's first byte */
+    uint64_t lim;   /* the bytes carved from it times mul, modulo 2^64 (0: the entry is
+                     * empty): p is a carved block start when (p - base) * mul < lim */
+    void **head;    /* where a freed block goes: the cache of its class (the hardened build:
+                     * that for the current slab, else the slab's free list) */
+    uint64_t mul;   /* HK_BLOCK_MUL of its class size */
 };
 /* 32 bytes, so that free finds its entry with a shift and a mask (a multiply by 5 before):
  * the slab itself, which only slow paths read, is kept beside the table (owned_slab). */
@@ -471,7 +470,7 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
     hk_mark_as(p, mark);
     *head = p;
     struct hk_slab *s = h->oslab[e - h->ftab];
-    uint32_t u = s->used - e->dec;
+    uint32_t u = s->used - (e->head == &s->free);
     s->used = u;
     if (HK_UNLIKELY(u == 0)) {
         hk_heap_free_emptied(s); /* clears busy: nothing here outlives the call */

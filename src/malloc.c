@@ -169,11 +169,10 @@ static inline void hk_free_inline(void *p) {
     struct hk_heap *h = &hk_tls;
     const struct hk_owned *e = hk_free_entry(h, a);
     __asm__("" : "+r"(e)); /* one address for the entry: gcc would derive it twice from %fs */
-    uintptr_t off = a - e->base;
-    /* One of this thread's small slabs, a block start, and not marked free: anything else is
-     * validated (and reported) by the slow path. */
-    if (HK_LIKELY(off < e->lim && (uint32_t)off * e->div <= HK_BLOCK_START_MAX &&
-                  !hk_marked_as(p, mark))) {
+    uint64_t off = a - e->base;
+    /* A carved block start of one of this thread's small slabs, and not marked free: anything
+     * else is validated (and reported) by the slow path. */
+    if (HK_LIKELY(off * e->mul < e->lim && !hk_marked_as(p, mark))) {
 #ifdef HK_HARDENED
         struct hk_slab *s = h->oslab[e - h->ftab];
         if (!hk_heap_guard_free(p, s->bsize, off, "free")) return;

@@ -8,6 +8,9 @@ const uint32_t hk_class_size[HK_NCLASS + 1] = {
     HK_SMALL_SIZES(HK_SIZE_ENTRY) HK_MID_SIZES(HK_SIZE_ENTRY) 0, /* 0 for HK_CLS_NONE */
 };
 
+#define HK_MUL_ENTRY(d) HK_BLOCK_MUL(d),
+const uint64_t hk_class_mul[HK_NSMALL] = {HK_SMALL_SIZES(HK_MUL_ENTRY)};
+
 /* Span length in slots: the class size times 8 blocks (up to 64 KiB), 4 (up to 128 KiB),
  * 2 (up to 256 KiB) or 1, which is always a whole number of 64 KiB slots. */
 const uint8_t hk_class_slots[HK_NCLASS + 1] = {

@@ -71,8 +71,24 @@
 #define HK_BLOCK_DIV(d) ((uint32_t)(0xffffffffu / (uint32_t)(d) + 1u))
 #define HK_BLOCK_START_MAX 0xffffu /* the product for a block start is at most this */
 
+/* Range and block-start test in one multiply, for free's fast path: with m = HK_BLOCK_MUL(d) =
+ * floor(2^64 / d) + 1 = (2^64 + e) / d, 1 <= e <= d <= 2^15, and lim a multiple of d (the
+ * carved bytes), an offset off (an address minus the slab's base, as a uint64_t, so below
+ * the base it is 2^64 minus the distance) is a carved block start exactly when off * m <
+ * lim * m, both products modulo 2^64, for any distance up to 2^48 either way: every two
+ * addresses of a 47- or 48-bit user space. A multiple q * d gives q * e, which grows with q,
+ * and lim * m = (lim / d) * e; off = q * d + r, 0 < r < d, gives r * m + q * e, at least
+ * m > 2^49 and, q * e being at most 2^48, short of wrapping by more than 2^48 (the distance
+ * below the base works out the same way). The ceiling of 2^64 / d would give e = 0 for a
+ * power of two, which admits every multiple, so a power of two gets one more.
+ * test_size_class checks every offset within 2^20 of a slab of every class, and far ones. */
+#define HK_BLOCK_MUL(d)                                                                        \
+    ((uint64_t)(UINT64_MAX / (uint64_t)(d) + 1u + ((((d) & ((d) - 1)) == 0) ? 1u : 0u)))
+
 extern const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
 extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
+/* HK_BLOCK_MUL of each small class size. */
+extern const uint64_t hk_class_mul[HK_NSMALL] HK_INTERNAL;
 /* Slots (64 KiB each) of one slab of the class: 1 for small classes, 5..16 for mid ones. */
 extern const uint8_t hk_class_slots[HK_NCLASS + 1] HK_INTERNAL;
 

@@ -75,6 +75,62 @@ TEST(block_start_test_is_exact_for_every_offset) {
     }
 }
 
+/* What free's fast path admits with one multiply (HK_BLOCK_MUL): off * m < lim * m. */
+static int mul_admits(uint64_t m, uint64_t lim, uint64_t off) { return off * m < lim * m; }
+static int is_carved_start(uint32_t d, uint64_t lim, int64_t off) {
+    return off >= 0 && (uint64_t)off < lim && (uint64_t)off % d == 0;
+}
+
+/* free's fast path trusts one multiply to say both that p lies in the carved part of the slab
+ * and that it is a block start, for any p at most 2^48 bytes from the slab either way. */
+TEST(range_and_block_start_test_is_exact_within_2_to_the_48) {
+    static const int64_t far = (int64_t)1 << 48;
+    for (unsigned c = 0; c < HK_NSMALL; c++) {
+        uint32_t d = hk_class_size[c];
+        uint64_t m = hk_class_mul[c], e = m * d; /* m * d = 2^64 + e */
+        CHECKF(m == HK_BLOCK_MUL(d), "class %u", c);
+        CHECKF(e >= 1 && e <= d, "class %u: e = %llu", c, (unsigned long long)e);
+        uint64_t lims[] = {0, d, (uint64_t)(HK_SLAB_SIZE / d) * d};
+        for (unsigned l = 0; l < 3; l++) {
+            uint64_t lim = lims[l];
+            int64_t near = l == 2 ? (int64_t)1 << 18 : (int64_t)1 << 16;
+            for (int64_t off = -near; off <= near; off++)
+                CHECKF(mul_admits(m, lim, (uint64_t)off) == is_carved_start(d, lim, off),
+                       "class %u lim %llu off %lld", c, (unsigned long long)lim, (long long)off);
+            /* At the far ends of the range, and around every power of two up to them. */
+            for (int64_t x = 0; x < 65536; x++) {
+                int64_t offs[] = {far - x, -far + x};
+                for (unsigned i = 0; i < 2; i++)
+                    CHECKF(!mul_admits(m, lim, (uint64_t)offs[i]), "class %u lim %llu off %lld",
+                           c, (unsigned long long)lim, (long long)offs[i]);
+            }
+            for (unsigned k = 17; k <= 48; k++)
+                for (int64_t x = -256; x <= 256; x++) {
+                    int64_t offs[] = {((int64_t)1 << k) + x, -((int64_t)1 << k) + x};
+                    for (unsigned i = 0; i < 2; i++)
+                        CHECKF(mul_admits(m, lim, (uint64_t)offs[i]) ==
+                                   is_carved_start(d, lim, offs[i]),
+                               "class %u lim %llu off %lld", c, (unsigned long long)lim,
+                               (long long)offs[i]);
+                }
+            /* Multiples of the class size far from the slab: the plain block-start test
+             * (HK_BLOCK_DIV) would admit them, this one must not. */
+            for (uint64_t q = HK_SLAB_SIZE / d; q < 8 * HK_SLAB_SIZE / d; q++) {
+                CHECKF(!mul_admits(m, lim, q * d), "class %u q %llu", c, (unsigned long long)q);
+                CHECKF(!mul_admits(m, lim, -(q * d)), "class %u q -%llu", c,
+                       (unsigned long long)q);
+            }
+        }
+        uint64_t x = 0x9e3779b97f4a7c15ull ^ c, lim = lims[2];
+        for (unsigned i = 0; i < 200000; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int64_t off = (int64_t)(x % (2 * (uint64_t)far + 1)) - far;
+            CHECKF(mul_admits(m, lim, (uint64_t)off) == is_carved_start(d, lim, off),
+                   "class %u off %lld", c, (long long)off);
+        }
+    }
+}
+
 int main(void) {
     TEST_MAIN_BEGIN("size_class");
     RUN(spacing_16_at_the_bottom);
@@ -85,5 +141,6 @@ int main(void) {
     RUN(table_agrees_with_arithmetic_where_both_apply);
     RUN(spans_hold_whole_blocks);
     RUN(block_start_test_is_exact_for_every_offset);
+    RUN(range_and_block_start_test_is_exact_within_2_to_the_48);
     TEST_MAIN_END();
 }
