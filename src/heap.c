@@ -467,9 +467,7 @@ static inline uint32_t hk_carve_batch(uint32_t bsize) {
     return bsize <= HK_SMALL_MAX ? 8 : 1;
 }
 
-#ifdef HK_HARDENED
-/* The hardened build hands a batch out in random order, so that where the next block lands
- * cannot be predicted from where the last one did; each block gets its "free" trailer. */
+/* The heap's xorshift generator: the hardened build's carve order, free's countdowns. */
 static uint64_t hk_heap_random(struct hk_heap *h) {
     if (h->rng == 0) h->rng = (hk_secret.guard ^ (uintptr_t)h) | 1;
     h->rng ^= h->rng << 13;
@@ -478,6 +476,9 @@ static uint64_t hk_heap_random(struct hk_heap *h) {
     return h->rng;
 }
 
+#ifdef HK_HARDENED
+/* The hardened build hands a batch out in random order, so that where the next block lands
+ * cannot be predicted from where the last one did; each block gets its "free" trailer. */
 static void *hk_carve_list(struct hk_heap *h, char *p, uint32_t n, uint32_t bs) {
     uint16_t order[HK_SLAB_SIZE / 16];
     for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
@@ -934,7 +935,8 @@ static void hk_heap_give_up_parked(struct hk_heap *h, uint64_t older, uint64_t n
 #define HK_FREE_CHOICE_MIN 4096
 #define HK_FREE_ANY_IN 2  /* eighths of the frees, or more, to start */
 #define HK_FREE_ANY_OUT 1 /* eighths of the frees, or fewer, to stop */
-/* Blocks free's second try takes between two looks at the clock (hk_free_by_meta). */
+/* Blocks free's second try takes between two looks at the clock (hk_free_by_meta), on
+ * average. */
 #define HK_FCLOCK_TAKES 64
 
 /* Makes free's fast path look at the owned-slab table (any 0) or at nothing (any 1). */
@@ -1533,7 +1535,8 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
  * cheapest refusals first, on the slab's metadata and the thread's own fields only. It
  * leaves the heap unmarked, as free's fast path does: it changes the thread's cache, room and
  * counts alone, which helpers leave alone. 1 when p is taken, 2 when it is and the clock is
- * due (the caller looks at it, hk_heap_stash_tick); 0, with nothing done, for anything else,
+ * due (the caller looks at it, hk_heap_stash_tick), 3 for that of one of the thread's own
+ * slabs; 0, with nothing done, for anything else,
  * or when the class must make up its room or the counters are on: the full path decides
  * then (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
 static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
@@ -1556,39 +1559,45 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
                     !hk_carved_start(h, s, c, off) || hk_marked_as(p, hk_free_mark())))
         goto refused;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
-    h->fown += o == me; /* the counts of hk_heap_choose_free, taken or refused from here on */
     /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"; nostash says
      * both), unless its own; and one of its own that the full path hands its table entry,
      * while it frees by the table. Tested first: what seldom holds, whoever's block it is. */
-    if (HK_UNLIKELY(__atomic_load_n(&s->nostash, __ATOMIC_RELAXED)) && o != me)
-        goto refused_counted;
+    if (HK_UNLIKELY(__atomic_load_n(&s->nostash, __ATOMIC_RELAXED)) && o != me) goto refused;
     if (HK_UNLIKELY(!h->free_any) && o == me &&
         (s->list == HK_LIST_FULL || (s->list == HK_LIST_PARTIAL && hk_owned_entry(h, s)->lim == 0)))
-        goto refused_counted;
+        goto refused;
     hk_link_set(p, h->free[c]);
     hk_mark_as(p, hk_free_mark());
     h->free[c] = p;
     h->room[c]--;
-    /* Each 64th block taken looks at the clock (hk_heap_stash_tick): a thread that lives on
-     * other threads' blocks takes no refill, and its tick must come all the same. Not each
-     * 16th, as refills do: that cost 5% of shared_swap's time freeing by slab metadata (2
-     * threads, 1,000 slots). A countdown, one instruction and a branch; the takes are counted
-     * 64 at a time when the clock is looked at. */
-    return --h->fclock >= 0 ? 1 : 2;
+    /* Every 32nd to 95th block taken looks at the clock (hk_heap_stash_tick): a thread that
+     * lives on other threads' blocks takes no refill, and its tick must come all the same.
+     * Not each 16th, as refills do: that cost 5% of shared_swap's time freeing by slab
+     * metadata (2 threads, 1,000 slots). A countdown, one instruction and a branch; the takes
+     * are counted a countdown at a time when the clock is looked at, and whose block that
+     * one was stands for all of them (2 or 3). */
+    if (HK_LIKELY(--h->fclock >= 0)) return 1;
+    return o == me ? 3 : 2;
 refused:
     h->fown += atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner;
-refused_counted:
     h->frefused++;
     return 0;
 }
 
-/* The clock is due at a free of hk_free_by_meta: the tick if it is due, with the heap marked
- * busy, as the full path would run it. Out of line, so that the second try's hits keep no
- * frame; before, each 16th stash took the full path for it (about 6% of shared_swap's frees,
- * a couple of hundred instructions each). */
-static HK_NOINLINE void hk_heap_stash_tick(struct hk_heap *h) {
-    h->fclock = HK_FCLOCK_TAKES - 1;
-    h->ftaken += HK_FCLOCK_TAKES;
+/* The clock is due at a free of hk_free_by_meta, of one of the thread's own slabs or not
+ * (own): the takes of the countdown are counted, the block as a sample of whose they were,
+ * and the tick runs if it is due, with the heap marked busy, as the full path would run it.
+ * Out of line, so that the second try's hits keep no frame; before, each 16th stash took the
+ * full path for it (about 6% of shared_swap's frees, a couple of hundred instructions each).
+ * Each take counted whose it was before (hk_heap_choose_free reads it while the thread frees
+ * by slab metadata): 5 instructions of the 59 a take costs (callgrind, shared_swap 2 2000000
+ * 1000 0). The countdown's length is drawn at random, so that frees of a period dividing it
+ * (own and other threads' blocks in turn) cannot make the sample always the same. */
+static HK_NOINLINE void hk_heap_stash_tick(struct hk_heap *h, int own) {
+    h->ftaken += h->fperiod;
+    if (own) h->fown += h->fperiod;
+    h->fperiod = HK_FCLOCK_TAKES / 2 + (uint32_t)(hk_heap_random(h) % HK_FCLOCK_TAKES);
+    h->fclock = (int32_t)h->fperiod - 1;
     if (!h->owner || h->exiting) return;
     hk_heap_enter(h);
     hk_heap_tick_if_due(h);
@@ -1655,7 +1664,7 @@ void hk_heap_free_slow(void *p) {
         int done = hk_free_by_meta(h, p);
         if (HK_LIKELY(done == 1)) return;
         if (done) {
-            hk_heap_stash_tick(h);
+            hk_heap_stash_tick(h, done == 3);
             return;
         }
 #endif

@@ -240,9 +240,7 @@ struct hk_heap {
     unsigned tick_countdown;              /* slow-path events until the clock is read again */
     unsigned char flushed;                /* a free sent a batch away or stashed: count it for
                                            * the tick */
-#ifdef HK_HARDENED
-    uint64_t rng;                         /* carve order (xorshift; 0 until first used) */
-#endif
+    uint64_t rng;                         /* hk_heap_random's state (0 until first used) */
     uint32_t oevict;                      /* slabs that took another's entry since the last
                                            * tick (or the last growth) */
     struct hk_owned owned[HK_OWNED];      /* the first owned-slab table */
@@ -305,11 +303,13 @@ struct hk_heap {
      * that frees used up before its last setting, the small frees that free's second try
      * refused, and the blocks of those that slow paths put into a cache all the same. */
     uint64_t fused, frefused, fpushed;
-    uint64_t ftaken;      /* blocks free's second try took, ever, counted HK_FCLOCK_TAKES at
-                           * a time when it looks at the clock (off by fewer than that) */
+    uint64_t ftaken;      /* blocks free's second try took, ever, counted a countdown at a
+                           * time when it looks at the clock (off by fewer than 96) */
     int32_t fclock;       /* blocks it takes before the one that looks at the clock */
+    uint32_t fperiod;     /* blocks of the countdown now running (32 to 95) */
     uint64_t ftaken_seen; /* ftaken at the last choice */
-    uint32_t fown;        /* of the second try's frees since then, those of the thread's slabs */
+    uint32_t fown;        /* of the second try's frees since then, those of the thread's slabs:
+                           * its refusals exactly, its takes by one sample a countdown */
     uint64_t fused_seen;  /* room used since its last setting, as the last choice saw it */
 #endif
 };

@@ -796,6 +796,53 @@ TEST(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks) {
     hak_free(keep);
 }
 
+/* Freeing by slab metadata, the thread tells its own blocks from others' by one sample a
+ * countdown of the second try's takes (heap.c, hk_heap_stash_tick). Frees that alternate
+ * between the two miss its table half the time, so it must go on freeing by slab metadata:
+ * samples that took every take for its own would have it leave and enter in turn. */
+static int tw_alt_left;
+
+static void *tw_free_in_turn(void *arg) {
+    (void)arg;
+    static void *own[TW_N];
+    for (int i = 0; i < TW_N; i++) own[i] = hak_malloc(64);
+    /* Each free is followed by the malloc that takes the block back from the cache, so the
+     * blocks stay whose they were and the frees alternate exactly. */
+    uint64_t t0 = hk_now_ms();
+    int passes = 0;
+    do {
+        for (int i = 0; i < TW_N; i++) {
+            if (*(int *)tw_blocks[i] != i) atomic_fetch_add(&tw_bad, 1);
+            hak_free(tw_blocks[i]);
+            tw_blocks[i] = hak_malloc(64);
+            *(int *)tw_blocks[i] = i;
+            hak_free(own[i]);
+            own[i] = hak_malloc(64);
+        }
+        /* After the first TW_MS, every pass must find it freeing by slab metadata. */
+        if (hk_now_ms() - t0 >= TW_MS) tw_alt_left += !hk_heap_frees_by_meta(), passes++;
+    } while (passes < 40 || hk_now_ms() - t0 < 4 * TW_MS);
+    for (int i = 0; i < TW_N; i++) hak_free(own[i]);
+    return NULL;
+}
+
+TEST(frees_in_turn_of_own_and_others_blocks_keep_freeing_by_slab_metadata) {
+    for (int i = 0; i < TW_N; i++) {
+        tw_blocks[i] = hak_malloc(64);
+        *(int *)tw_blocks[i] = i;
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, tw_free_in_turn, NULL);
+    pthread_join(t, NULL);
+    CHECKF(atomic_load(&tw_bad) == 0, "%d blocks changed while they were live",
+           atomic_load(&tw_bad));
+#ifndef HK_HARDENED
+    CHECKF(tw_alt_left == 0, "%d passes found the thread freeing by its table", tw_alt_left);
+#endif
+    for (int i = 0; i < TW_N; i++) hak_free(tw_blocks[i]);
+    hk_heap_flush();
+}
+
 /* --- footprint ---------------------------------------------------------------------------- */
 static atomic_int brief_done;
 /* Slabs threads hold of every class but c (a mid span counts once). */
@@ -1572,6 +1619,7 @@ int main(void) {
     RUN(blocks_of_adopted_slabs_go_home);
     RUN(blocks_of_orphans_are_not_stashed);
     RUN(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks);
+    RUN(frees_in_turn_of_own_and_others_blocks_keep_freeing_by_slab_metadata);
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(a_heap_set_up_again_after_exit_starts_clean);
