@@ -773,18 +773,24 @@ static void *tw_free_others_then_own(void *arg) {
     return NULL;
 }
 
-TEST(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks) {
-    void *keep = hak_malloc(64);
-    struct hk_slab *s = hk_slab_of((uintptr_t)keep);
+/* Fills tw_blocks with this thread's blocks, each holding its index, and runs fn on a thread
+ * of its own, which frees and replaces them; returns how many it found changed. */
+static int tw_run(void *(*fn)(void *)) {
     for (int i = 0; i < TW_N; i++) {
         tw_blocks[i] = hak_malloc(64);
         *(int *)tw_blocks[i] = i;
     }
     pthread_t t;
-    pthread_create(&t, NULL, tw_free_others_then_own, NULL);
+    pthread_create(&t, NULL, fn, NULL);
     pthread_join(t, NULL);
-    CHECKF(atomic_load(&tw_bad) == 0, "%d blocks changed while they were live",
-           atomic_load(&tw_bad));
+    return atomic_load(&tw_bad);
+}
+
+TEST(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks) {
+    void *keep = hak_malloc(64);
+    struct hk_slab *s = hk_slab_of((uintptr_t)keep);
+    int bad = tw_run(tw_free_others_then_own);
+    CHECKF(bad == 0, "%d blocks changed while they were live", bad);
 #ifdef HK_HARDENED
     CHECK(tw_by_meta_after_others == 0); /* the hardened build stashes nothing */
 #else
@@ -827,15 +833,8 @@ static void *tw_free_in_turn(void *arg) {
 }
 
 TEST(frees_in_turn_of_own_and_others_blocks_keep_freeing_by_slab_metadata) {
-    for (int i = 0; i < TW_N; i++) {
-        tw_blocks[i] = hak_malloc(64);
-        *(int *)tw_blocks[i] = i;
-    }
-    pthread_t t;
-    pthread_create(&t, NULL, tw_free_in_turn, NULL);
-    pthread_join(t, NULL);
-    CHECKF(atomic_load(&tw_bad) == 0, "%d blocks changed while they were live",
-           atomic_load(&tw_bad));
+    int bad = tw_run(tw_free_in_turn);
+    CHECKF(bad == 0, "%d blocks changed while they were live", bad);
 #ifndef HK_HARDENED
     CHECKF(tw_alt_left == 0, "%d passes found the thread freeing by its table", tw_alt_left);
 #endif
