@@ -648,6 +648,49 @@ TEST(a_balanced_thread_goes_on_reusing_other_threads_blocks) {
 #endif
 }
 
+/* A thread that allocates a class frees a burst of another live thread's blocks of it, many
+ * more than its cache has room for, with no malloc between: its cache takes a room's worth
+ * and free's second try sends the rest home in the thread's batches (hk_heap_free_home). Once
+ * the thread has exited (its cache goes home too) and the owner has applied its inbox, every
+ * block is free in its slab. */
+enum { RM_N = 400, RM_SIZE = 1024 }; /* a room of 32 blocks */
+static void *rm_blocks[RM_N];
+
+static void *rm_free_burst(void *arg) {
+    (void)arg;
+    void *mine = hak_malloc(RM_SIZE); /* the thread allocates the class */
+    for (int i = 0; i < RM_N; i++) hak_free(rm_blocks[i]);
+    hak_free(mine);
+    return NULL;
+}
+
+/* Live blocks of the slabs that hold rm_blocks, as this thread sees them. */
+static uint32_t rm_live(struct hk_slab **slabs, unsigned n) {
+    uint32_t live = 0;
+    for (unsigned i = 0; i < n; i++) live += hk_heap_slab_live(slabs[i]);
+    return live;
+}
+
+TEST(a_burst_of_other_threads_blocks_beyond_the_room_goes_home) {
+    static struct hk_slab *slabs[RM_N];
+    unsigned ns = 0;
+    for (int i = 0; i < RM_N; i++) {
+        rm_blocks[i] = hak_malloc(RM_SIZE);
+        struct hk_slab *s = hk_slab_of((uintptr_t)rm_blocks[i]);
+        unsigned j = 0;
+        while (j < ns && slabs[j] != s) j++;
+        if (j == ns) slabs[ns++] = s;
+    }
+    uint32_t before = rm_live(slabs, ns);
+    pthread_t t;
+    pthread_create(&t, NULL, rm_free_burst, NULL);
+    pthread_join(t, NULL);
+    hk_heap_flush(); /* applies the inbox */
+    uint32_t after = rm_live(slabs, ns);
+    CHECKF(before - after == RM_N, "%u of %d blocks came home (%u live before, %u after)",
+           before - after, RM_N, before, after);
+}
+
 /* A thread frees blocks of a slab that this thread adopted from an exited one (data a thread
  * inherits): they go home, not into the freeing thread's stash, where each would stay a block
  * of another thread's slab for the rest of its life (heap.h, "Reuse"). */
@@ -1615,6 +1658,7 @@ int main(void) {
     RUN(mid_blocks_a_thread_cannot_keep_serve_every_thread);
     RUN(an_idle_transfer_list_goes_home);
     RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
+    RUN(a_burst_of_other_threads_blocks_beyond_the_room_goes_home);
     RUN(blocks_of_adopted_slabs_go_home);
     RUN(blocks_of_orphans_are_not_stashed);
     RUN(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks);
