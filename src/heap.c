@@ -1536,9 +1536,10 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
  * leaves the heap unmarked, as free's fast path does: it changes the thread's cache, room and
  * counts alone, which helpers leave alone. 1 when p is taken, 2 when it is and the clock is
  * due (the caller looks at it, hk_heap_stash_tick), 3 for that of one of the thread's own
- * slabs; 0, with nothing done, for anything else,
- * or when the class must make up its room or the counters are on: the full path decides
- * then (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
+ * slabs; 4, with nothing done, for another live thread's block that the class has no room
+ * for, which goes home (hk_heap_free_home); 0, with nothing done, for anything else, or when
+ * the class must make up its room or the counters are on: the full path decides then
+ * (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
 static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     const struct hk_slab *s = hk_slot_of((uintptr_t)p);
     /* One register for the slot from here on: gcc would keep the SuperSlab and the slot's
@@ -1551,10 +1552,10 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     HK_ASSERT(hk_slab_of((uintptr_t)p) == s);
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     /* Caches may take blocks (take_ok); the thread allocates the class (a consumer's frees go
-     * home) and its cache has room left; a carved block start, not marked free (else reported
-     * as a double free by the full path). Each test is a branch almost never taken; none
-     * depends on whose block it is, which changes from one free to the next while the thread
-     * frees by slab metadata. */
+     * home); a carved block start, not marked free (else reported as a double free by the
+     * full path); and, below, its cache has room left. Each test is a branch almost never
+     * taken; none depends on whose block it is, which changes from one free to the next
+     * while the thread frees by slab metadata. */
     if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL || !hk_carved_start(h, s, c, off) ||
                     hk_marked_as(p, hk_free_mark())))
         goto refused;

@@ -16,8 +16,8 @@
  *              slab becomes partial when it goes home. (The hardened build pushes a block of
  *              another slab than the current one onto that slab's free list and takes 1 from
  *              its `used`: its caches hold the current slab's blocks only, so a block pushed
- *              onto the slab's own list takes 1 and one into the cache 0; there a full slab has no entry, and the first free to
- *              one makes it partial on the slow path.)
+ *              onto the slab's own list takes 1 and one into the cache 0; there a full slab
+ *              has no entry, and the first free to one makes it partial on the slow path.)
  * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
  * always-empty class and the owned-slab table stays empty), so that the slow paths count
  * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A

@@ -81,7 +81,7 @@
  * m > 2^49 and, q * e being at most 2^48, short of wrapping by more than 2^48 (the distance
  * below the base works out the same way). The ceiling of 2^64 / d would give e = 0 for a
  * power of two, which admits every multiple, so a power of two gets one more.
- * test_size_class checks every offset within 2^20 of a slab of every class, and far ones. */
+ * test_size_class checks every offset within 2^18 of a slab of every class, and far ones. */
 #define HK_BLOCK_MUL(d)                                                                        \
     ((uint64_t)(UINT64_MAX / (uint64_t)(d) + 1u + ((((d) & ((d) - 1)) == 0) ? 1u : 0u)))
 
