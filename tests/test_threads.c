@@ -542,10 +542,19 @@ static void *xf_given[XF_N];
 static struct hk_owner *xf_owner;
 static int xf_theirs;
 
-static void *xf_free_all(void *arg) {
-    (void)arg;
-    void *mine = hak_malloc(XF_SIZE); /* the thread allocates the class */
-    for (int i = 0; i < XF_N; i++) hak_free(xf_given[i]);
+/* Blocks another thread allocated, for a thread of free_given to free. */
+struct given {
+    void **blocks;
+    int n;
+    size_t size;
+};
+
+/* A thread that allocates the class of arg's blocks (one block of it, kept throughout) and
+ * frees them all, with no malloc between. */
+static void *free_given(void *arg) {
+    const struct given *g = arg;
+    void *mine = hak_malloc(g->size); /* the thread allocates the class */
+    for (int i = 0; i < g->n; i++) hak_free(g->blocks[i]);
     hak_free(mine);
     return NULL;
 }
@@ -568,7 +577,8 @@ TEST(mid_blocks_a_thread_cannot_keep_serve_every_thread) {
     xf_owner = hk_tls.owner;
     struct hk_slab *s = hk_slab_of((uintptr_t)xf_given[0]);
     pthread_t t;
-    pthread_create(&t, NULL, xf_free_all, NULL);
+    struct given g = {xf_given, XF_N, XF_SIZE};
+    pthread_create(&t, NULL, free_given, &g);
     pthread_join(t, NULL);
     pthread_create(&t, NULL, xf_allocate, NULL);
     pthread_join(t, NULL);
@@ -656,14 +666,6 @@ TEST(a_balanced_thread_goes_on_reusing_other_threads_blocks) {
 enum { RM_N = 400, RM_SIZE = 1024 }; /* a room of 32 blocks */
 static void *rm_blocks[RM_N];
 
-static void *rm_free_burst(void *arg) {
-    (void)arg;
-    void *mine = hak_malloc(RM_SIZE); /* the thread allocates the class */
-    for (int i = 0; i < RM_N; i++) hak_free(rm_blocks[i]);
-    hak_free(mine);
-    return NULL;
-}
-
 /* Live blocks of the slabs that hold rm_blocks, as this thread sees them. */
 static uint32_t rm_live(struct hk_slab **slabs, unsigned n) {
     uint32_t live = 0;
@@ -683,7 +685,8 @@ TEST(a_burst_of_other_threads_blocks_beyond_the_room_goes_home) {
     }
     uint32_t before = rm_live(slabs, ns);
     pthread_t t;
-    pthread_create(&t, NULL, rm_free_burst, NULL);
+    struct given g = {rm_blocks, RM_N, RM_SIZE};
+    pthread_create(&t, NULL, free_given, &g);
     pthread_join(t, NULL);
     hk_heap_flush(); /* applies the inbox */
     uint32_t after = rm_live(slabs, ns);
