@@ -5,6 +5,7 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "guard.h"
 #include "init.h"
 #include "large.h"
+#include "lock.h"
 #include "orphan.h"
 #include "transfer.h"
 #include "os.h"
@@ -39,8 +41,18 @@ static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
                                                     HK_MID_SIZES(HK_MID_ROOM_OF)};
 #endif
 
-HK_TLS struct hk_heap hk_tls = {
-    .ftab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
+/* --- heap records ---------------------------------------------------------------------------
+ *
+ * A thread's heap is a record mapped apart, not its static TLS (heap.h, struct hk_tls). A
+ * thread starts on hk_heap_none, which is what a record starts as: empty caches, so both fast
+ * paths go to the slow path, and the slow path takes the thread a record (hk_heap_self) before
+ * it writes anything. The exit hook is armed when a record is taken, so that a thread that
+ * never set its heap up gives its record back too. After the teardown the thread keeps its
+ * record for what later destructors do (glibc's own free of its key blocks among them), as it
+ * kept its TLS; the record is used again by a thread that starts once that thread is gone
+ * (hk_record_reap). Records are never unmapped, so a helper that read a heap's address just
+ * before its thread exited reads a record, not freed memory. */
+static const struct hk_heap hk_heap_none = {
     .otab = (struct hk_owned *)&hk_owned_none,
     .oslab = hk_oslab_none,
 #define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
@@ -50,6 +62,14 @@ HK_TLS struct hk_heap hk_tls = {
     .room_full = {HK_SMALL_SIZES(HK_ROOM_OF) HK_MID_SIZES(HK_MID_ROOM_OF)},
 #endif
 };
+
+HK_TLS struct hk_tls hk_tls = {
+    .heap = (struct hk_heap *)&hk_heap_none,   /* read by the fast paths, never written */
+    .ftab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
+};
+
+static struct hk_lock hk_records_lock = HK_LOCK_INIT;
+static struct hk_heap *hk_records; /* records given back, linked by next_record */
 
 _Static_assert(offsetof(struct hk_heap, room) ==
                    offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
@@ -169,8 +189,9 @@ static inline size_t hk_owned_bytes(size_t n) {
 /* Free's view of the owned-slab table: the table, or, while the thread frees by slab metadata
  * (heap.h, "Two ways to free"), an entry that admits nothing. */
 static void hk_free_view(struct hk_heap *h) {
-    h->ftab = h->free_any ? (struct hk_owned *)&hk_owned_none : h->otab;
-    h->fmask = h->free_any ? 0 : h->omask;
+    HK_ASSERT(h == hk_tls.heap);
+    hk_tls.ftab = h->free_any ? (struct hk_owned *)&hk_owned_none : h->otab;
+    hk_tls.fmask = h->free_any ? 0 : h->omask;
 }
 
 /* Makes the table of n entries at t (zeroed: every entry empty) the heap's, and unmaps the one
@@ -211,14 +232,14 @@ static void hk_owned_grow(struct hk_heap *h) {
 }
 
 int hk_heap_has_entry(const struct hk_slab *s) {
-    struct hk_heap *h = &hk_tls;
+    struct hk_heap *h = hk_tls.heap;
     struct hk_owned *e = hk_owned_entry(h, s);
     return *hk_owned_holder(h, e) == s && e->lim != 0;
 }
 
-size_t hk_heap_table_size(void) { return (hk_tls.omask >> 5) + 1; }
+size_t hk_heap_table_size(void) { return (hk_tls.heap->omask >> 5) + 1; }
 
-int hk_heap_frees_by_meta(void) { return hk_tls.free_any; }
+int hk_heap_frees_by_meta(void) { return hk_tls.heap->free_any; }
 
 /* --- the thread-exit hook --------------------------------------------------------------------- */
 
@@ -226,7 +247,81 @@ static void hk_heap_teardown(struct hk_heap *h);
 
 static struct hk_exit_key hk_exit_key;
 
-static void hk_thread_exit(void *heap) { hk_heap_teardown(heap); }
+/* Records whose threads were torn down: the thread goes on using its record for what its
+ * later destructors free (and allocate: a heap set up again is torn down again at the hook's
+ * next round), so it is used again only once the thread is gone (hk_record_reap). */
+static struct hk_heap *hk_records_parting;
+
+/* glibc keeps a thread's key values in its descriptor, and a descriptor is used again by a
+ * later thread: a value set after the last round of destructors (a later destructor's free,
+ * or glibc's own, took a record or set a heap up again) comes back to that thread's exit.
+ * It is not that thread's heap, and is left alone. */
+static void hk_thread_exit(void *heap) {
+    struct hk_heap *h = heap;
+    if (h != hk_tls.heap) return;
+    hk_heap_teardown(h);
+    if (h->parting) return; /* torn down again: listed already */
+    h->parting = 1;
+    h->tid = (int)syscall(SYS_gettid);
+    hk_lock(&hk_records_lock);
+    h->next_record = hk_records_parting;
+    hk_records_parting = h;
+    hk_unlock(&hk_records_lock);
+}
+
+/* Under the records' lock: moves the records of parting threads that are gone, and whose heap
+ * is not set up (it was not set up again after the last round), to the free ones. A thread's
+ * id that another thread of the process took since counts as alive: its record waits. One
+ * set up again and gone is dropped: its heap's record stays as it is, published to its owner
+ * record, as a thread's static TLS would have stayed with its owner in the same case. */
+static void hk_record_reap(void) {
+    pid_t pid = getpid();
+    for (struct hk_heap **at = &hk_records_parting, *h; (h = *at) != NULL;) {
+        if (syscall(SYS_tgkill, pid, h->tid, 0) == 0 || errno != ESRCH) {
+            at = &h->next_record;
+            continue;
+        }
+        *at = h->next_record;
+        if (h->owner == NULL) {
+            h->next_record = hk_records;
+            hk_records = h;
+        }
+    }
+}
+
+/* fork holds the records' lock across, so that a child finds the lists whole (a thread of
+ * the parent that took it is not in the child). Registered by the first record taken; the
+ * lock is a leaf (taken with no other held), so it goes first. */
+static void hk_records_prefork(void) { hk_lock(&hk_records_lock); }
+static void hk_records_postfork(void) { hk_unlock(&hk_records_lock); }
+static atomic_int hk_records_forkable;
+
+/* The calling thread's heap record, taken now if it has none (see "Heap records"): NULL only
+ * if the OS refuses the memory for one. The slow paths' way to their heap: hk_heap_none is
+ * never written. */
+static HK_NOINLINE struct hk_heap *hk_heap_record_take(void) {
+    int e = errno; /* the reaping's tgkill may set it */
+    hk_lock(&hk_records_lock);
+    if (!hk_records && hk_records_parting) hk_record_reap();
+    struct hk_heap *h = hk_records;
+    if (h) hk_records = h->next_record;
+    hk_unlock(&hk_records_lock);
+    errno = e;
+    if (!h && (h = hk_os_map(sizeof *h)) == NULL) return NULL;
+    memcpy(h, &hk_heap_none, sizeof *h);
+    hk_tls.heap = h;
+    (void)hk_exit_key_arm(&hk_exit_key, hk_thread_exit, h);
+    /* After the record is the thread's: pthread_atfork may allocate. */
+    if (HK_UNLIKELY(!atomic_load_explicit(&hk_records_forkable, memory_order_relaxed)) &&
+        !atomic_exchange(&hk_records_forkable, 1))
+        pthread_atfork(hk_records_prefork, hk_records_postfork, hk_records_postfork);
+    return h;
+}
+
+static inline struct hk_heap *hk_heap_self(void) {
+    struct hk_heap *h = hk_tls.heap;
+    return HK_LIKELY(h != &hk_heap_none) ? h : hk_heap_record_take();
+}
 
 /* Notes whether caches may take blocks that are not of the thread's table (free's second try
  * and the stash): the exit hook will send them home, no trim or teardown is under way, and
@@ -263,10 +358,10 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * membarrier(PRIVATE_EXPEDITED) makes every running thread of the process pass a full barrier,
  * and then the helper reads busy. Either the owner's busy is visible by then and the helper
  * backs off (the next scan tries again), or the owner sees the flag and waits for it. The
- * flag lives in the owner's thread-local heap so that free's fast path reads it without
- * going through the record; an exiting owner therefore waits for any claim on its record
- * after it has unpublished its heap (hk_heap_teardown), so that no helper writes to
- * thread-local storage that is gone. A helper holds the owner lock while it works, so fork
+ * flag lives in the owner's heap so that free's fast path reads it without going through
+ * the record; an exiting owner therefore waits for any claim on its record after it has
+ * unpublished its heap (hk_heap_teardown), so that no helper writes to a heap record that
+ * another thread uses next. A helper holds the owner lock while it works, so fork
  * (which takes it) never copies a heap flagged by a thread the child does not have. A helper
  * changes slab lists, slabs' free lists and counts, the heap's lists and batches, never the
  * thread's caches and rooms, which the owner's fast paths use without marking themselves
@@ -460,7 +555,9 @@ static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s
 /* --- carving -------------------------------------------------------------------------------- */
 
 /* Blocks carved per refill: about 16 KiB of small blocks, at least 8, so pages are touched
- * roughly as blocks are handed out rather than all at once; mid blocks one at a time. */
+ * roughly as blocks are handed out rather than all at once; mid blocks one at a time. At most
+ * HK_CARVE_MAX, a carve of the smallest class. */
+#define HK_CARVE_MAX (16384u / 16)
 static inline uint32_t hk_carve_batch(uint32_t bsize) {
     uint32_t n = (uint32_t)(16384 / bsize);
     if (n >= 8) return n;
@@ -480,7 +577,10 @@ static uint64_t hk_heap_random(struct hk_heap *h) {
 /* The hardened build hands a batch out in random order, so that where the next block lands
  * cannot be predicted from where the last one did; each block gets its "free" trailer. */
 static void *hk_carve_list(struct hk_heap *h, char *p, uint32_t n, uint32_t bs) {
-    uint16_t order[HK_SLAB_SIZE / 16];
+    /* 2 KiB of stack: a slab's worth of indices (8 KiB) overflowed a thread of the smallest
+     * stack (PTHREAD_STACK_MIN) that had used 4 KiB of it. */
+    uint16_t order[HK_CARVE_MAX];
+    HK_ASSERT(n <= HK_CARVE_MAX);
     for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
     for (uint32_t i = n; i > 1; i--) {
         uint32_t j = (uint32_t)(hk_heap_random(h) % i);
@@ -592,7 +692,7 @@ static void hk_heap_xfer_home(struct hk_heap *h, void *b) {
 static HK_NOINLINE void hk_heap_unfull(struct hk_heap *h, struct hk_slab *s) {
     hk_slab_list_unlink(&h->full[s->cls], s);
     hk_partial_append(h, s);
-    if (h == &hk_tls) hk_owned_set(h, s);
+    if (h == hk_tls.heap) hk_owned_set(h, s);
 }
 
 /* An owner no slab has: compared with, never followed. */
@@ -762,7 +862,7 @@ static void hk_room_grow(struct hk_heap *h, unsigned c) {
 static void hk_heap_tick_if_due(struct hk_heap *h);
 
 void hk_heap_cache_full(void **head) {
-    struct hk_heap *h = &hk_tls;
+    struct hk_heap *h = hk_tls.heap; /* free's fast path: the thread has a record */
     hk_heap_enter(h);
     unsigned c = (unsigned)(head - h->free);
     h->beat_left -= h->room_given[c]; /* the frees this room took */
@@ -983,7 +1083,7 @@ static void hk_heap_choose_free(struct hk_heap *h) {
  * delay (or beyond a cap that ACE lowered) go to the pool, and current slabs of classes quiet
  * for as long are let go; then the process-wide tick. */
 static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
-    HK_ASSERT(h == &hk_tls); /* a helper never runs an owner's tick (hk_heap_emptied) */
+    HK_ASSERT(h == hk_tls.heap); /* a helper never runs an owner's tick (hk_heap_emptied) */
     uint64_t last = h->next_tick > HK_TICK_MS ? h->next_tick - HK_TICK_MS : 0; /* last tick */
     h->next_tick = now + HK_TICK_MS;
     uint64_t delay = hk_pol_purge_delay();
@@ -1058,7 +1158,7 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
     /* Only the heap's own thread runs its tick and sets its rooms: a helper applying an idle
      * owner's inbox (see "Idle owners") comes here for the owner's slabs, and the tick gives
      * back caches that the owner's malloc fast path pops without marking itself busy. */
-    if (h != &hk_tls) return;
+    if (h != hk_tls.heap) return;
     hk_heap_beat(h, now, bytes);
     if (now >= h->next_tick) hk_heap_tick(h, now);
 }
@@ -1090,14 +1190,16 @@ static void hk_heap_everything_home(struct hk_heap *h) {
 }
 
 void hk_heap_flush(void) {
-    struct hk_heap *h = &hk_tls;
+    struct hk_heap *h = hk_heap_self();
+    if (!h) return;
     hk_heap_enter(h);
     hk_heap_everything_home(h);
     hk_heap_leave(h);
 }
 
 void hk_heap_trim(void) {
-    struct hk_heap *h = &hk_tls;
+    struct hk_heap *h = hk_heap_self();
+    if (!h) return;
     hk_heap_enter(h);
     hk_heap_everything_home(h);
     /* A current slab with no live block goes too: a trim gives back all it can. */
@@ -1340,7 +1442,7 @@ static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p) {
 #ifndef HK_HARDENED
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed);
     /* Not a block of an adopted slab (heap.h, "Reuse"). */
-    if (o != h->owner && o != NULL && h == &hk_tls &&
+    if (o != h->owner && o != NULL && h == hk_tls.heap &&
         !__atomic_load_n(&s->nostash, __ATOMIC_RELAXED) && hk_stash_put(h, s->cls, p))
         return;
 #endif
@@ -1453,7 +1555,8 @@ static void hk_heap_free_in_slab(struct hk_heap *h, struct hk_slab *s, void *p, 
 }
 
 void hk_heap_large_taken(void) {
-    if (hk_tls.owner) hk_tls.left_idle -= (intptr_t)HK_MID_MAX; /* at least that */
+    struct hk_heap *h = hk_tls.heap;
+    if (h->owner) h->left_idle -= (intptr_t)HK_MID_MAX; /* at least that */
 }
 
 /* free of p, a pointer into no SuperSlab: NULL, a large block, or a misuse. */
@@ -1463,21 +1566,35 @@ static void hk_heap_free_outside(void *p, const char *op) {
     if (r > 0) {
         uint64_t now = hk_now_ms();
         if (HK_UNLIKELY(hk_counting)) hk_heap_count_large(0);
-        if (hk_tls.owner) hk_heap_beat(&hk_tls, now, HK_MID_MAX); /* at least that */
+        struct hk_heap *h = hk_tls.heap;
+        if (h->owner) hk_heap_beat(h, now, HK_MID_MAX); /* at least that */
         hk_decay_tick(now);
         return;
     }
     hk_large_refused(op, p, r);
 }
 
+/* free of p by a thread that has no heap record and can get none (the OS refused the memory
+ * for one): a large block goes back as always; a slab's block cannot travel without a heap,
+ * and stays where it is, lost to the program as the memory it could not have. */
+static HK_NOINLINE HK_COLD void hk_heap_free_bare(void *p, const char *op) {
+    if (!hk_is_superslab((uintptr_t)p)) {
+        hk_heap_free_outside(p, op);
+        return;
+    }
+    if (HK_TRACING(HK_T_FAIL))
+        hk_trace(HK_T_FAIL, "free left a block in place: no memory for the thread's heap", "addr@",
+                 (uintptr_t)p, NULL, 0, NULL, 0);
+}
+
 #ifdef HK_HARDENED
 void hk_heap_free_emptied(struct hk_slab *s) {
-    hk_heap_emptied(&hk_tls, s);
-    hk_heap_leave(&hk_tls);
+    hk_heap_emptied(hk_tls.heap, s);
+    hk_heap_leave(hk_tls.heap);
 }
 
 void hk_heap_free_owned(struct hk_slab *s, void *p) {
-    struct hk_heap *h = &hk_tls;
+    struct hk_heap *h = hk_tls.heap;
     hk_heap_enter(h);
     hk_local_free(h, s, p);
     hk_heap_leave(h);
@@ -1689,7 +1806,11 @@ static HK_NOINLINE void hk_heap_free_slab(struct hk_heap *h, void *p, const char
 
 void hk_heap_free_slow(void *p) {
     static const char op[] = "free";
-    struct hk_heap *h = hk_heap_here();
+    struct hk_heap *h = hk_heap_self();
+    if (HK_UNLIKELY(h == NULL)) {
+        hk_heap_free_bare(p, op);
+        return;
+    }
     if (HK_LIKELY(hk_is_superslab((uintptr_t)p))) {
 #ifndef HK_HARDENED
         int done = hk_free_by_meta(h, p);
@@ -1805,8 +1926,8 @@ static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want) {
 }
 
 void *hk_heap_refill(unsigned c) {
-    struct hk_heap *h = &hk_tls;
-    if (HK_UNLIKELY(h->owner == NULL) && !hk_heap_init(h)) {
+    struct hk_heap *h = hk_heap_self();
+    if (HK_UNLIKELY(h == NULL || h->owner == NULL) && (h == NULL || !hk_heap_init(h))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -1837,17 +1958,18 @@ void *hk_heap_refill(unsigned c) {
 void *hk_heap_refill_size(size_t n) {
     unsigned c = hk_class_of(n);
     void *p = hk_heap_refill(c);
-    if (HK_UNLIKELY(hk_counting) && p) hk_tally_bump(&hk_tls.owner->tally.allocs[c]);
+    if (HK_UNLIKELY(hk_counting) && p) hk_tally_bump(&hk_tls.heap->owner->tally.allocs[c]);
     return p;
 }
 
 void hk_heap_count_alloc(unsigned c) {
-    if (hk_tls.owner) hk_tally_bump(&hk_tls.owner->tally.allocs[c]);
+    struct hk_owner *o = hk_tls.heap->owner;
+    if (o) hk_tally_bump(&o->tally.allocs[c]);
 }
 
 void hk_heap_count_large(int alloc) {
-    struct hk_heap *h = &hk_tls;
-    if (!h->owner && !hk_heap_init(h)) return;
+    struct hk_heap *h = hk_heap_self();
+    if (!h || (!h->owner && !hk_heap_init(h))) return;
     hk_tally_bump(alloc ? &h->owner->tally.large_allocs : &h->owner->tally.large_frees);
 }
 
@@ -1861,12 +1983,12 @@ static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote) {
 void *hk_heap_corrupt(unsigned c, void *b) {
     hk_report("malloc", b, "corrupted free list (a freed block was written to)");
     /* The blocks left in the cache are lost: none of them can be trusted. */
-    hk_tls.free[c] = NULL;
+    hk_tls.heap->free[c] = NULL; /* a block was popped: the thread has a record */
     return hk_heap_refill(c);
 }
 
 void *hk_heap_corrupt_size(size_t n, void *b) {
-    return hk_heap_corrupt(hk_tls.class_table[(n + 15) >> 4], b);
+    return hk_heap_corrupt(hk_tls.heap->class_table[(n + 15) >> 4], b);
 }
 
 /* --- thread exit ---------------------------------------------------------------------------- */
@@ -1884,8 +2006,8 @@ static void hk_heap_let_go(struct hk_slab *s, uint64_t now, struct hk_slab **orp
 }
 
 void hk_heap_give_up_all(void) {
-    struct hk_heap *h = &hk_tls;
-    if (!h->owner && !hk_heap_init(h)) return;
+    struct hk_heap *h = hk_heap_self();
+    if (!h || (!h->owner && !hk_heap_init(h))) return;
     hk_heap_enter(h);
     hk_heap_give_up_parked(h, UINT64_MAX, hk_now_ms());
     hk_heap_leave(h);
@@ -1951,7 +2073,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
 }
 
 uint32_t hk_heap_slab_live(const struct hk_slab *s) {
-    const struct hk_heap *h = &hk_tls;
+    const struct hk_heap *h = hk_tls.heap;
     uint32_t live = s->used;
     if (s->cls < HK_NCLASS) {
         for (void *b = h->free[s->cls]; b; b = hk_link_get(b))

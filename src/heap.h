@@ -213,11 +213,8 @@ struct hk_heap {
      * which makes room for one more free. Put on the counter when it runs out
      * (hk_heap_cache_full). */
     uintptr_t taken[HK_NCLASS + 1];
-    /* The owned-slab table as free's fast path sees it: otab and omask below, or, while the
-     * thread frees by slab metadata (see "Two ways to free"), hk_owned_none and 0, which admit
-     * nothing. oslab is the slab of each entry of otab (NULL: none). */
-    struct hk_owned *ftab;
-    uintptr_t fmask;
+    /* The slab of each entry of otab below (NULL: none). Free's fast path sees the table
+     * through the thread's hk_tls.ftab and fmask (see struct hk_tls). */
     struct hk_slab **oslab;
     _Atomic unsigned char busy;           /* changing slab state (see above) */
     _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
@@ -312,12 +309,34 @@ struct hk_heap {
                            * its refusals exactly, its takes by one sample a countdown */
     uint64_t fused_seen;  /* room used since its last setting, as the last choice saw it */
 #endif
+    /* Heap records (heap.c): the next on the list of free or of parting records; and once
+     * the thread's exit hook ran (parting), the thread's id. */
+    struct hk_heap *next_record;
+    int tid;
+    uint8_t parting;
 };
 
 /* retained_mask, refilled, allocated and room_sent hold a bit per class. */
 _Static_assert(HK_NCLASS <= 64, "a class bitmask is 64 bits");
 
-extern HK_TLS struct hk_heap hk_tls HK_INTERNAL;
+/* What each thread keeps in its own static TLS: a pointer to its heap and free's view of the
+ * owned-slab table, 24 bytes. The heap itself (about 30 KiB) is a record mapped apart
+ * (heap.c, "Heap records"): glibc carves a thread's static TLS out of its stack, and refuses
+ * to start a thread whose stack cannot hold it (pthread_create fails with EINVAL): with the
+ * heap in TLS, no thread of 32 KiB of stack or less could start (Node.js's inspector thread
+ * asks for 16 KiB), and one of 64 KiB kept half of it. The fast paths pay a load: malloc
+ * reads the pointer where it added the TLS base (the same count of instructions), free reads
+ * ftab and fmask from TLS as it did. */
+struct hk_tls {
+    struct hk_heap *heap;   /* the thread's heap record; until it has one, hk_heap_none, whose
+                             * caches are empty and which is never written */
+    /* The owned-slab table as free's fast path sees it: the heap's otab and omask, or, while
+     * the thread frees by slab metadata (see "Two ways to free") or has no heap set up,
+     * hk_owned_none and 0, which admit nothing. Written by the thread itself only. */
+    struct hk_owned *ftab;
+    uintptr_t fmask;
+};
+extern HK_TLS struct hk_tls hk_tls HK_INTERNAL;
 /* The owned-slab table of a heap not set up yet: one entry, empty. */
 extern const struct hk_owned hk_owned_none HK_INTERNAL;
 
@@ -331,8 +350,8 @@ static inline struct hk_owned *hk_owned_at(const struct hk_heap *h, uintptr_t a)
 }
 /* The same as free's fast path sees it (an entry that admits nothing while the thread frees
  * by slab metadata). */
-static inline const struct hk_owned *hk_free_entry(const struct hk_heap *h, uintptr_t a) {
-    return hk_owned_in(h->ftab, h->fmask, a);
+static inline const struct hk_owned *hk_free_entry(uintptr_t a) {
+    return hk_owned_in(hk_tls.ftab, hk_tls.fmask, a);
 }
 /* Whether slab s holds its entry in the calling thread's table; for tests. */
 int hk_heap_has_entry(const struct hk_slab *s) HK_INTERNAL;
@@ -398,7 +417,7 @@ static inline int hk_link_ok(const void *b, const void *n, unsigned c) {
     uintptr_t x = (uintptr_t)n;
     if (x == 0) return 1;
     if (c >= HK_NSMALL || ((x ^ (uintptr_t)b) >> HK_SLAB_SHIFT) != 0) return 0;
-    return (uint32_t)(x & (HK_SLAB_SIZE - 1)) * hk_tls.block_div[c] <= HK_BLOCK_START_MAX;
+    return (uint32_t)(x & (HK_SLAB_SIZE - 1)) * hk_tls.heap->block_div[c] <= HK_BLOCK_START_MAX;
 #else
     (void)b;
     (void)c;
@@ -469,7 +488,7 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
     hk_link_set(p, *head);
     hk_mark_as(p, mark);
     *head = p;
-    struct hk_slab *s = h->oslab[e - h->ftab];
+    struct hk_slab *s = h->oslab[e - hk_tls.ftab];
     uint32_t u = s->used - (e->head == &s->free);
     s->used = u;
     if (HK_UNLIKELY(u == 0)) {
@@ -481,17 +500,13 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
 }
 #endif
 
-/* The calling thread's heap by its plain address, for the fast paths. free pushes onto a
- * cache through the owned-slab entry's head, a plain address; a malloc that popped the same
- * cache through the thread pointer's segment (%fs) waited for that store to reach it the slow
- * way on the Intel machine of 2026-11-25: tight 32 took 4.8 ns a pair, 2.7 ns with the plain
- * address, one instruction more (tcmalloc 3.4 ns). The empty asm keeps gcc from folding the
- * address back into %fs-relative operands. */
-static inline struct hk_heap *hk_heap_here(void) {
-    struct hk_heap *h = &hk_tls;
-    __asm__("" : "+r"(h));
-    return h;
-}
+/* The calling thread's heap, for the fast paths: its record, or hk_heap_none (whose caches
+ * are empty, so that a fast path on it goes to the slow path, which takes a record). By its
+ * plain address, as free pushes onto a cache through the owned-slab entry's head: a malloc
+ * that popped the same cache through the thread pointer's segment (%fs) waited for that store
+ * to reach it the slow way on the Intel machine of 2026-11-25 (tight 32: 4.8 ns a pair, 2.7 ns
+ * by the plain address). */
+static inline struct hk_heap *hk_heap_here(void) { return hk_tls.heap; }
 
 /* Pops a block of class c, refilling if needed. */
 static inline void *hk_heap_alloc(unsigned c) {

@@ -126,7 +126,7 @@ static inline void *hk_guarded_alloc(unsigned c, size_t n, int small) {
 HK_EXPORT void *hak_malloc(size_t n) {
     size_t m = hk_guard_request(n);
     if (HK_LIKELY(m && m <= HK_TABLE_MAX))
-        return hk_guarded_alloc(hk_tls.class_table[(m + 15) >> 4], n, 1);
+        return hk_guarded_alloc(hk_heap_here()->class_table[(m + 15) >> 4], n, 1);
     if (m && m <= HK_MID_MAX) {
         unsigned c = hk_class_of_log(m);
         return hk_handed_out(hk_guarded_alloc(c, n, 0), c, n);
@@ -166,15 +166,15 @@ HK_EXPORT HK_HOT_ENTRY void *hak_malloc(size_t n) {
 
 static inline void hk_free_inline(void *p) {
     uintptr_t a = (uintptr_t)p, mark = hk_free_mark();
-    struct hk_heap *h = &hk_tls;
-    const struct hk_owned *e = hk_free_entry(h, a);
+    const struct hk_owned *e = hk_free_entry(a);
     __asm__("" : "+r"(e)); /* one address for the entry: gcc would derive it twice from %fs */
     uint64_t off = a - e->base;
     /* A carved block start of one of this thread's small slabs, and not marked free: anything
      * else is validated (and reported) by the slow path. */
     if (HK_LIKELY(off * e->mul < e->lim && !hk_marked_as(p, mark))) {
 #ifdef HK_HARDENED
-        struct hk_slab *s = h->oslab[e - h->ftab];
+        struct hk_heap *h = hk_heap_here();
+        struct hk_slab *s = h->oslab[e - hk_tls.ftab];
         if (!hk_heap_guard_free(p, s->bsize, off, "free")) return;
         if (HK_LIKELY(hk_heap_free_fast(h, e, p, mark))) return;
         hk_heap_free_owned(s, p);

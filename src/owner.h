@@ -1,7 +1,8 @@
 /* Owner records: the part of a thread heap that other threads may touch.
  *
- * A slab's `owner` points at a record, not at the thread-local heap, because thread-local
- * storage vanishes when its thread exits while other threads may still be freeing into it.
+ * A slab's `owner` points at a record, not at the thread's heap, because a heap goes with its
+ * thread when it exits (to be used by another, heap.c) while other threads may still be
+ * freeing into it.
  * Records are never unmapped. A record whose thread exited is parked with its heap's slab
  * lists (its slabs still its own, its inbox open) until a new thread takes it over, or until
  * it is given up (heap.c, "Handover"); then it is recycled for a new thread.

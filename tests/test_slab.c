@@ -64,7 +64,7 @@ static void *carve_ramp(void *arg) {
     p[0] = hak_malloc(32);
     struct hk_slab *s = hk_slab_of((uintptr_t)p[0]);
     uint32_t start = s->carved - 8; /* the slab may have been carved by a thread before */
-    ok &= s->cls == c && hk_tls.cur[c] == s;
+    ok &= s->cls == c && hk_tls.heap->cur[c] == s;
     for (unsigned i = 1; i <= N && ok; i++) {
         p[i] = hak_malloc(32);
         ok &= hk_slab_of((uintptr_t)p[i]) == s;
@@ -218,7 +218,7 @@ TEST(own_frees_are_the_next_blocks) {
     void **p = hak_malloc(N * sizeof *p);
     for (int i = 0; i < N; i++) p[i] = hak_malloc(64);
     struct hk_slab *s = hk_slab_of((uintptr_t)p[0]);
-    CHECK(hk_tls.cur[s->cls] != s);
+    CHECK(hk_tls.heap->cur[s->cls] != s);
     void *mine[K + 1];
     int k = 0;
     for (int i = 0; i < N && k <= K; i++)
@@ -254,7 +254,7 @@ TEST(a_cache_grows_by_its_room_at_most) {
     unsigned c = hk_slab_of((uintptr_t)p[0])->cls;
     for (int i = 0; i < N; i++) hak_free(p[i]);
     unsigned n = 0;
-    for (void *b = hk_tls.free[c]; b; b = hk_link_get(b)) n++;
+    for (void *b = hk_tls.heap->free[c]; b; b = hk_link_get(b)) n++;
     CHECKF(n <= HK_ROOM_BYTES / 128 / 8, "%u blocks in the cache", n);
     unsigned emptied = 0;
     for (int i = 0; i < N; i += PER) {
@@ -284,15 +284,15 @@ static int in_wave(void *const *w, void *b) {
 }
 static unsigned cache_len(unsigned c) {
     unsigned n = 0;
-    for (void *b = hk_tls.free[c]; b; b = hk_link_get(b)) n++;
+    for (void *b = hk_tls.heap->free[c]; b; b = hk_link_get(b)) n++;
     return n;
 }
 static void *room_waves(void *arg) {
     (void)arg;
     static void *w[WAVE], *x[WAVE];
     int ok = 1;
-    unsigned c = hk_class_of(WAVE_SIZE), first = hk_tls.room_full[c];
-    ok &= first < WAVE && hk_tls.room_grown == 0;
+    unsigned c = hk_class_of(WAVE_SIZE), first = hk_tls.heap->room_full[c];
+    ok &= first < WAVE && hk_tls.heap->room_grown == 0;
     for (int round = 0; round < 6; round++) {
         for (int i = 0; i < WAVE; i++) w[i] = hak_malloc(WAVE_SIZE);
         for (int i = 0; i < WAVE; i++) hak_free(w[i]);
@@ -301,7 +301,7 @@ static void *room_waves(void *arg) {
     for (int i = 0; i < WAVE; i++) same += in_wave(w, x[i] = hak_malloc(WAVE_SIZE));
     if (held < WAVE || same != WAVE) {
         fprintf(stderr, "  cache %u after a wave of %d, %u of its blocks reused, room %u\n", held,
-                WAVE, same, hk_tls.room_full[c]);
+                WAVE, same, hk_tls.heap->room_full[c]);
         ok = 0;
     }
     for (int i = 0; i < WAVE; i++) hak_free(x[i]);
@@ -309,8 +309,8 @@ static void *room_waves(void *arg) {
     unsigned t = hk_class_of(6144);
     for (int i = 0; i < WAVE; i++) w[i] = hak_malloc(6144);
     for (int i = 0; i < WAVE; i++) hak_free(w[i]);
-    if (hk_tls.room_full[t] != first) {
-        fprintf(stderr, "  torn-down class: room %u\n", hk_tls.room_full[t]);
+    if (hk_tls.heap->room_full[t] != first) {
+        fprintf(stderr, "  torn-down class: room %u\n", hk_tls.heap->room_full[t]);
         ok = 0;
     }
     /* Waves in every class of 4 KiB and up: the growth of all rooms stays bounded, and is
@@ -324,20 +324,20 @@ static void *room_waves(void *arg) {
         }
     uint64_t grown = 0;
     for (unsigned k = 0; k < HK_NSMALL; k++) {
-        unsigned base = hk_tls.room_full[k];
+        unsigned base = hk_tls.heap->room_full[k];
         if (k >= hk_class_of(4096)) { /* the first room of a class of 4 KiB or more */
             base = HK_ROOM_BYTES / hk_class_size[k];
             base = base < HK_ROOM_MIN ? HK_ROOM_MIN : base;
         }
-        grown += (uint64_t)(hk_tls.room_full[k] - base) * hk_class_size[k];
+        grown += (uint64_t)(hk_tls.heap->room_full[k] - base) * hk_class_size[k];
     }
-    if (grown != hk_tls.room_grown || grown > HK_ROOM_GROWN_MAX || grown == 0) {
+    if (grown != hk_tls.heap->room_grown || grown > HK_ROOM_GROWN_MAX || grown == 0) {
         fprintf(stderr, "  grown %llu, counted %u, bound %u\n", (unsigned long long)grown,
-                hk_tls.room_grown, HK_ROOM_GROWN_MAX);
+                hk_tls.heap->room_grown, HK_ROOM_GROWN_MAX);
         ok = 0;
     }
     hk_heap_flush();
-    ok &= hk_tls.room_grown == 0 && hk_tls.room_full[c] == first;
+    ok &= hk_tls.heap->room_grown == 0 && hk_tls.heap->room_full[c] == first;
     return (void *)(intptr_t)ok;
 }
 TEST(a_room_grows_for_waves_longer_than_it) { CHECK(in_new_thread(room_waves)); }
@@ -373,7 +373,7 @@ TEST(a_cache_walk_empties_many_slabs_at_once) {
     for (int j = 0; j < SLABS; j++) {
         struct hk_slab *s = hk_slab_of((uintptr_t)p[j * PER]);
         busy += s->cls == c && s->state == HK_SLOT_ACTIVE && s->list != HK_LIST_RETAINED &&
-                hk_tls.cur[c] != s;
+                hk_tls.heap->cur[c] != s;
     }
     CHECKF(busy == 0, "%u slabs still in use", busy);
     hak_free(p);
@@ -567,8 +567,8 @@ TEST(every_small_size_gets_its_smallest_class) {
         unsigned c = hk_slab_of((uintptr_t)p)->cls;
         CHECKF(c == hk_class_of(n) && hk_class_size[c] >= n, "n=%zu class %u", n, c);
         /* From the table, not the refill that finds the class when the table has none. */
-        CHECKF(hk_counting || hk_tls.class_table[(n + 15) >> 4] == c, "n=%zu: the table says %u", n,
-               hk_tls.class_table[(n + 15) >> 4]);
+        unsigned t = hk_tls.heap->class_table[(n + 15) >> 4];
+        CHECKF(hk_counting || t == c, "n=%zu: the table says %u", n, t);
         hak_free(p);
         if (c != hk_class_of(n)) return;
     }
