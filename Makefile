@@ -90,7 +90,8 @@ MODE_TESTS  := test_lifecycle
 TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug) \
                $(MODE_TESTS:%=build/tests/%) $(MODE_TESTS:%=build/tests/%_debug) \
                build/tests/test_api_preload build/tests/test_misuse build/tests/test_misuse_first \
-               build/tests/test_no_keys build/tests/test_oom build/tests/test_oom_debug \
+               build/tests/test_no_keys build/tests/test_dlopen build/tests/test_oom \
+               build/tests/test_oom_debug \
                build/tests/stress build/tests/hello build/tests/trace_workload \
                build/tests/stats_workload \
                build/tests/cxx_program
@@ -120,6 +121,9 @@ build/tests/test_no_keys build/tests/hello build/tests/trace_workload \
 build/tests/stats_workload: build/tests/%: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $<
+build/tests/test_dlopen: tests/test_dlopen.c
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl
 build/tests/test_misuse build/tests/test_misuse_first: build/tests/%: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -O0 -fno-builtin -o $@ $<

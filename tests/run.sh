@@ -65,6 +65,7 @@ run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build
 run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened/libhakmem.so" \
     build/tests/test_api_preload
 run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
+run "loaded at run time (dlopen)" build/tests/test_dlopen "$PWD/build/libhakmem.so"
 run "stress, 10 s (make stress runs it longer)" build/tests/stress 10 4
 run "fuzz ops (libFuzzer, 10 s; make fuzz runs it longer)" tests/fuzz.sh 10
 run "configuration" tests/config.sh
