@@ -1806,6 +1806,7 @@ static HK_NOINLINE void hk_heap_free_slab(struct hk_heap *h, void *p, const char
 
 void hk_heap_free_slow(void *p) {
     static const char op[] = "free";
+    if (p == NULL) return; /* before a record is taken: a thread may only ever free NULL */
     struct hk_heap *h = hk_heap_self();
     if (HK_UNLIKELY(h == NULL)) {
         hk_heap_free_bare(p, op);
