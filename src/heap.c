@@ -51,7 +51,8 @@ static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
  * record for what later destructors do (glibc's own free of its key blocks among them), as it
  * kept its TLS; the record is used again by a thread that starts once that thread is gone
  * (hk_record_reap). Records are never unmapped, so a helper that read a heap's address just
- * before its thread exited reads a record, not freed memory. */
+ * before its thread exited reads a record, not freed memory. Without a key to be had
+ * (exit_key.h) a thread's record stays with it after it exits, as its slabs do. */
 static const struct hk_heap hk_heap_none = {
     .otab = (struct hk_owned *)&hk_owned_none,
     .oslab = hk_oslab_none,
@@ -1928,7 +1929,7 @@ static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want) {
 
 void *hk_heap_refill(unsigned c) {
     struct hk_heap *h = hk_heap_self();
-    if (HK_UNLIKELY(h == NULL || h->owner == NULL) && (h == NULL || !hk_heap_init(h))) {
+    if (HK_UNLIKELY(h == NULL || (h->owner == NULL && !hk_heap_init(h)))) {
         errno = ENOMEM;
         return NULL;
     }
