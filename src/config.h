@@ -26,6 +26,11 @@ struct hk_config {
 enum { HK_ON_ERROR_ABORT, HK_ON_ERROR_WARN };
 enum { HK_STATS_OFF, HK_STATS_TEXT, HK_STATS_JSON };
 
+/* Most arenas the large tier splits into (HAKMEM_LARGE_ARENAS; by default one per CPU up to
+ * this). A thread takes its large blocks from one arena; with 8 at most, 16 threads on 16
+ * cores shared each arena's lock two by two. */
+#define HK_LARGE_ARENAS_MAX 64
+
 extern struct hk_config hk_cfg HK_INTERNAL;
 
 /* Fills hk_cfg from the environment the first time it is called (from hk_init, or from the

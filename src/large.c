@@ -9,6 +9,7 @@
 
 #include "../include/hakmem.h"
 #include "clock.h"
+#include "config.h"
 #include "drawdown.h"
 #include "exit_key.h"
 #include "lock.h"
@@ -55,7 +56,6 @@ struct hk_htab {
 
 #define HK_NBINS 144  /* free extents' size bins (hk_bin) */
 #define HK_RECENT 64  /* blocks freed last, for double frees (hk_recently_freed) */
-#define HK_ARENAS_MAX 8
 #define HK_PEND 32    /* frees an arena holds for its lock's next holder (hk_pend_push) */
 
 /* An arena: a page heap of its own, its lock guarding everything in it. A thread takes its
@@ -93,8 +93,8 @@ struct hk_arena {
     _Atomic int npend; /* filled slots, about: filled before counted, emptied before uncounted */
 } __attribute__((aligned(64)));
 
-static struct hk_arena hk_arenas[HK_ARENAS_MAX] = {
-    [0 ... HK_ARENAS_MAX - 1] = {.lock = HK_LOCK_INIT}};
+static struct hk_arena hk_arenas[HK_LARGE_ARENAS_MAX] = {
+    [0 ... HK_LARGE_ARENAS_MAX - 1] = {.lock = HK_LOCK_INIT}};
 static _Atomic int hk_pm_failed; /* a page map entry could not be written (no memory) */
 /* When a huge block (HK_HUGE) was last cut from resident free memory, or from memory released
  * not long before (hk_take): huge blocks are being reused, and a freed one is kept. */
@@ -586,7 +586,7 @@ static void hk_gather_done(struct hk_arena *a, struct hk_gather *g, uint64_t now
 static unsigned hk_narenas = 1;        /* set once by hk_large_init */
 static HK_TLS uint8_t hk_arena_tls;    /* this thread's arena + 1; 0 before its first block */
 /* Threads bound to each arena (hk_arena_mine), until they exit (hk_arena_unbind). */
-static _Atomic unsigned hk_arena_threads[HK_ARENAS_MAX];
+static _Atomic unsigned hk_arena_threads[HK_LARGE_ARENAS_MAX];
 static struct hk_exit_key hk_arena_key; /* unbinds a thread as it exits */
 
 void hk_large_init(unsigned n) {
@@ -595,7 +595,7 @@ void hk_large_init(unsigned n) {
         cpu_set_t set;
         n = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
     }
-    hk_narenas = n < 1 ? 1 : n > HK_ARENAS_MAX ? HK_ARENAS_MAX : n;
+    hk_narenas = n < 1 ? 1 : n > HK_LARGE_ARENAS_MAX ? HK_LARGE_ARENAS_MAX : n;
 }
 
 /* A thread's key destructor: its arena has one thread fewer. A later destructor's large
@@ -1297,7 +1297,7 @@ void hk_large_unlock_all(void) {
 }
 
 void hk_large_forked_child(void) {
-    for (unsigned k = 0; k < HK_ARENAS_MAX; k++)
+    for (unsigned k = 0; k < HK_LARGE_ARENAS_MAX; k++)
         atomic_store_explicit(&hk_arena_threads[k], 0, memory_order_relaxed);
     if (hk_arena_tls)
         atomic_store_explicit(&hk_arena_threads[hk_arena_tls - 1], 1, memory_order_relaxed);

@@ -48,8 +48,8 @@
 
 #include "common.h"
 
-/* Sets the number of arenas (0: one per CPU the process may run on; at most 8). Called once,
- * at start-up, before any block is made. */
+/* Sets the number of arenas (0: one per CPU the process may run on; at most
+ * HK_LARGE_ARENAS_MAX, config.h). Called once, at start-up, before any block is made. */
 void hk_large_init(unsigned n) HK_INTERNAL;
 
 /* hk_large_alloc's flags. */

@@ -19,8 +19,8 @@ run() { # run NAME CMD...: counts its PASS/FAIL lines; a crash without them is o
 }
 
 # test_threads checks that the large tier's arenas keep to themselves: it needs several
-# whatever the CPUs.
-arenas="env HAKMEM_LARGE_ARENAS=4"
+# whatever the CPUs, and more than 8 to see that as many threads take as many arenas.
+arenas="env HAKMEM_LARGE_ARENAS=16"
 for t in test_size_class test_slab test_api test_random test_threads; do
     run "$t (release)" $arenas build/tests/$t
     run "$t (debug)" $arenas build/tests/${t}_debug

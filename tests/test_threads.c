@@ -1517,6 +1517,44 @@ TEST(threads_one_after_another_share_an_arena) {
     hak_free(m);
 }
 
+/* As many threads as there are arenas, running together, take one each (the main thread
+ * holds one already). Run with HAKMEM_LARGE_ARENAS above 8 to see more than 8 arenas: 16
+ * threads on 16 cores shared 8 arenas two by two, each pair queuing on one lock, when 8 was
+ * the most there could be. */
+#define ARENA_THREADS_MAX 64
+static pthread_barrier_t arena_all_bar;
+static void *arena_holder(void *arg) {
+    void *p = hak_malloc(BIG);
+    *(unsigned *)arg = arena_of(p);
+    pthread_barrier_wait(&arena_all_bar); /* every thread bound before any exits */
+    hak_free(p);
+    return NULL;
+}
+
+TEST(as_many_threads_as_arenas_take_one_each) {
+    struct hak_stats a = stats_with_arenas(2);
+    const char *env = getenv("HAKMEM_LARGE_ARENAS");
+    unsigned long want = env ? strtoul(env, NULL, 10) : 0;
+    CHECKF(want == 0 || a.large_arenas == want, "%zu large arenas, HAKMEM_LARGE_ARENAS=%lu",
+           a.large_arenas, want);
+    size_t n = a.large_arenas < ARENA_THREADS_MAX ? a.large_arenas : ARENA_THREADS_MAX;
+    if (n < 2) return;
+    void *m = hak_malloc(BIG);
+    unsigned got[ARENA_THREADS_MAX];
+    got[0] = arena_of(m);
+    pthread_t t[ARENA_THREADS_MAX];
+    pthread_barrier_init(&arena_all_bar, NULL, (unsigned)n - 1);
+    for (size_t i = 1; i < n; i++) pthread_create(&t[i], NULL, arena_holder, &got[i]);
+    for (size_t i = 1; i < n; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&arena_all_bar);
+    hak_free(m);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            CHECKF(got[i] != got[j] && got[i] != 0,
+                   "threads %zu and %zu of %zu running together took arenas %u and %u", j, i, n,
+                   got[j], got[i]);
+}
+
 /* Threads swap large blocks through shared slots, each freeing what others made: every block
  * keeps its contents and goes back (under TSan: the arenas and the page map race-free). */
 #define BIG_SLOTS 8
@@ -1766,6 +1804,7 @@ int main(void) {
     RUN(frees_left_for_an_arenas_lock_are_made);
     RUN(a_free_waiting_in_slots_still_serves_other_arenas);
     RUN(threads_one_after_another_share_an_arena);
+    RUN(as_many_threads_as_arenas_take_one_each);
     RUN(fork_while_other_thread_allocates);
     /* Last: the pages its owner's emptied spans give back, wanted again by the tests after it,
      * lengthen ACE's purge delay, which classes_used_briefly_give_their_slabs_back waits for. */
