@@ -14,6 +14,7 @@
 #include "init.h"
 #include "large.h"
 #include "orphan.h"
+#include "os.h"
 #include "policy.h"
 #include "pool.h"
 #include "stats.h"
@@ -200,31 +201,46 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
     return n;
 }
 
-/* Writes the report, as text or JSON, to stderr or to HAKMEM_STATS_FILE. snprintf with
- * integer conversions does not allocate in glibc. */
-void hk_stats_dump(int json) {
+/* What a report is made in: a mapping of its own, as this may run on any thread (malloc_stats,
+ * or exit() with HAKMEM_STATS set), and on the stack it took 40 KiB, more than a thread of the
+ * smallest stack has (PTHREAD_STACK_MIN, 16 KiB). */
+struct hk_report {
     struct hak_stats s;
     struct rusage ru;
-    hak_stats_get(&s);
-    getrusage(RUSAGE_SELF, &ru);
-    char buf[32768]; /* every class, in JSON, fits with room to spare */
-    int n = json ? hk_stats_json(&s, &ru, buf, sizeof buf)
-                 : hk_stats_text(&s, &ru, buf, sizeof buf);
-    if (n < 0) return;
-    if ((size_t)n >= sizeof buf) n = (int)sizeof buf - 1;
+    char path[sizeof hk_cfg.stats_file + 16];
+    char text[(size_t)32 << 10]; /* every class, in JSON, fits with room to spare */
+};
+
+/* Writes the report, as text or JSON, to stderr or to HAKMEM_STATS_FILE, in one write (so
+ * that reports appended to one file do not interleave). snprintf with integer conversions
+ * does not allocate in glibc. */
+void hk_stats_dump(int json) {
+    struct hk_report *r = hk_os_map(sizeof *r);
+    if (!r) {
+        hk_write_err("hakmem: no memory for the report\n");
+        return;
+    }
+    hak_stats_get(&r->s);
+    /* The report's own mapping is not the program's: it is gone when the report is out. */
+    r->s.os_mmap -= 1;
+    r->s.os_mmap_bytes -= sizeof *r;
+    getrusage(RUSAGE_SELF, &r->ru);
+    int n = json ? hk_stats_json(&r->s, &r->ru, r->text, sizeof r->text)
+                 : hk_stats_text(&r->s, &r->ru, r->text, sizeof r->text);
+    if (n >= 0 && (size_t)n >= sizeof r->text) n = (int)sizeof r->text - 1;
     int fd = 2;
-    if (hk_cfg.stats_file[0]) {
-        char path[sizeof hk_cfg.stats_file + 16];
-        hk_path_with_pid(path, sizeof path, hk_cfg.stats_file);
-        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (n > 0 && hk_cfg.stats_file[0]) {
+        hk_path_with_pid(r->path, sizeof r->path, hk_cfg.stats_file);
+        fd = open(r->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) fd = 2;
     }
     for (int off = 0; off < n;) {
-        ssize_t w = write(fd, buf + off, (size_t)(n - off));
+        ssize_t w = write(fd, r->text + off, (size_t)(n - off));
         if (w <= 0) break;
         off += (int)w;
     }
     if (fd != 2) close(fd);
+    hk_os_unmap(r, sizeof *r);
 }
 
 HK_EXPORT void hak_stats_print(void) { hk_stats_dump(hk_cfg.stats == HK_STATS_JSON); }

@@ -3,6 +3,7 @@
  * until freed or adopted, threads created and joined forever keep memory flat, and fork in a
  * threaded program leaves a working allocator on both sides. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1769,9 +1770,50 @@ TEST(threads_with_the_smallest_stack_start_and_allocate) {
     }
 }
 
+/* A thread of the smallest stack may ask for the report (malloc_stats, or exit() with
+ * HAKMEM_STATS set runs it on the exiting thread): the report's text (32 KiB) was built on
+ * the stack, 40 KiB of frame under 16 KiB of stack, written over the guard page into
+ * whatever lay below. In a child, with the report sent to /dev/null: a crash is the child's,
+ * and reported here. */
+static void *small_stack_report(void *arg) {
+    (void)arg;
+    volatile char frame[2048];
+    frame[0] = 1;
+    struct hak_stats *s = hak_malloc(sizeof *s);
+    if (!s) return NULL;
+    hak_stats_get(s);
+    int ok = s->threads_started >= 1 && frame[0] == 1;
+    hak_free(s);
+    hak_stats_print();
+    return ok ? (void *)1 : NULL;
+}
+
+TEST(a_thread_of_the_smallest_stack_prints_the_report) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, 2) < 0) _exit(3);
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, PTHREAD_STACK_MIN);
+        pthread_t t;
+        if (pthread_create(&t, &a, small_stack_report, NULL) != 0) _exit(4);
+        void *ok = NULL;
+        pthread_join(t, &ok);
+        _exit(ok ? 0 : 5);
+    }
+    int st = 0;
+    CHECKF(pid > 0 && waitpid(pid, &st, 0) == pid, "fork or waitpid failed");
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child %s %d",
+           WIFEXITED(st) ? "exited with" : "was killed by signal",
+           WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+}
+
 int main(void) {
     TEST_MAIN_BEGIN("threads");
     RUN(threads_with_the_smallest_stack_start_and_allocate);
+    RUN(a_thread_of_the_smallest_stack_prints_the_report);
     RUN(remote_frees_are_reclaimed_by_owner);
     RUN(thread_exit_hands_over_its_waiting_batches);
     RUN(orphan_blocks_adopted_meanwhile_reach_the_new_owner);
