@@ -24,6 +24,7 @@ CASES=(
     "prod_cons|2 20000 16 256 64 42"
     "thread_churn|2 5 200 16 512 42"
     "thread_churn|2 5 200 16 3072 42 main"
+    "crowd|50 8 16 4096 2 42"
     "burst|8 10 42"
     "realloc_grow|100 5000 65536 42"
     "large|20 64 4096 4 42"
