@@ -297,6 +297,14 @@ static void hk_records_prefork(void) { hk_lock(&hk_records_lock); }
 static void hk_records_postfork(void) { hk_unlock(&hk_records_lock); }
 static atomic_int hk_records_forkable;
 
+/* A new record skips the first owned-slab table and its slabs (hk_heap_record_take), which
+ * lie together, zero in the template, right before carves. */
+_Static_assert(offsetof(struct hk_heap, owned_slab) ==
+                       offsetof(struct hk_heap, owned) + sizeof(struct hk_owned) * HK_OWNED &&
+                   offsetof(struct hk_heap, carves) ==
+                       offsetof(struct hk_heap, owned_slab) + sizeof(void *) * HK_OWNED,
+               "the first owned-slab table and its slabs lie together before carves");
+
 /* The calling thread's heap record, taken now if it has none (see "Heap records"): NULL only
  * if the OS refuses the memory for one. The slow paths' way to their heap: hk_heap_none is
  * never written. */
@@ -308,8 +316,17 @@ static HK_NOINLINE struct hk_heap *hk_heap_record_take(void) {
     if (h) hk_records = h->next_record;
     hk_unlock(&hk_records_lock);
     errno = e;
-    if (!h && (h = hk_os_map(sizeof *h)) == NULL) return NULL;
-    memcpy(h, &hk_heap_none, sizeof *h);
+    if (h) {
+        memcpy(h, &hk_heap_none, sizeof *h);
+    } else {
+        /* A new mapping is zero, as the template's first owned-slab table is: copied, its 20
+         * KiB were resident in every thread (1,000 threads of bench/crowd: 9 MiB), where a
+         * thread touches the entries its slabs fall to. */
+        if ((h = hk_os_map(sizeof *h)) == NULL) return NULL;
+        size_t a = offsetof(struct hk_heap, owned), b = offsetof(struct hk_heap, carves);
+        memcpy(h, &hk_heap_none, a);
+        memcpy((char *)h + b, (const char *)&hk_heap_none + b, sizeof *h - b);
+    }
     hk_tls.heap = h;
     (void)hk_exit_key_arm(&hk_exit_key, hk_thread_exit, h);
     /* After the record is the thread's: pthread_atfork may allocate. */
@@ -607,13 +624,19 @@ static void *hk_carve_list(struct hk_heap *h, char *p, uint32_t n, uint32_t bs) 
 }
 #endif
 
-/* A thread's first carve of a class takes 8 blocks, and each one after it twice as many, up
- * to the whole batch: a thread that allocates a few blocks of a class leaves few carved and
- * unused in its cache, where its exit has to walk them back to their slab (with 16 KiB a
- * carve, 5.6% of mixed_churn's samples were that walk). */
+/* A thread's first carve of a class takes 8 blocks, or as many as one page holds where that
+ * is fewer (at least one), and each one after it twice as many, up to the whole batch: a
+ * thread that allocates a few blocks of a class leaves few carved and unused in its cache,
+ * where its exit has to walk them back to their slab (with 16 KiB a carve, 5.6% of
+ * mixed_churn's samples were that walk), and touches few pages for them (1,000 threads that
+ * each kept a block of 16 B to 2 KiB touched 12 pages of slabs each with 8 blocks first, for
+ * 8 blocks). */
 static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     uint32_t bs = s->bsize, n = hk_carve_batch(bs), left = s->capacity - s->carved;
-    if (c < HK_NSMALL && (8u << h->carves[c]) < n) n = 8u << h->carves[c]++;
+    if (c < HK_NSMALL) {
+        uint32_t first = bs >= HK_PAGE_SIZE ? 1 : bs > HK_PAGE_SIZE / 8 ? HK_PAGE_SIZE / bs : 8;
+        if ((first << h->carves[c]) < n) n = first << h->carves[c]++;
+    }
     if (n > left) n = left;
     h->free[c] = hk_carve_list(h, hk_slab_base(s) + (size_t)s->carved * bs, n, bs);
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
