@@ -628,9 +628,9 @@ static void *hk_carve_list(struct hk_heap *h, char *p, uint32_t n, uint32_t bs) 
  * is fewer (at least one), and each one after it twice as many, up to the whole batch: a
  * thread that allocates a few blocks of a class leaves few carved and unused in its cache,
  * where its exit has to walk them back to their slab (with 16 KiB a carve, 5.6% of
- * mixed_churn's samples were that walk), and touches few pages for them (1,000 threads that
- * each kept a block of 16 B to 2 KiB touched 12 pages of slabs each with 8 blocks first, for
- * 8 blocks). */
+ * mixed_churn's samples were that walk), and touches few pages for them: a thread holding a
+ * block of each class from 16 B to 2 KiB by powers of two touched 12 pages of slabs with 8
+ * blocks first, and touches 8 (bench/crowd). */
 static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     uint32_t bs = s->bsize, n = hk_carve_batch(bs), left = s->capacity - s->carved;
     if (c < HK_NSMALL) {
