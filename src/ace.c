@@ -67,9 +67,10 @@ static uint64_t hk_max_of(const uint64_t *v, unsigned n) {
 /* Soft caps: grow where slabs made round trips to the pool, shrink where none did for long. */
 static void hk_ace_caps(const struct hk_pool_demand *d) {
     for (unsigned c = 0; c < HK_NCLASS; c++) {
-        uint64_t acq = d->acquire[c] - hk_ace.last.acquire[c];
-        uint64_t rel = d->release[c] - hk_ace.last.release[c];
-        uint64_t thrash = acq < rel ? acq : rel;
+        /* Round trips that a thread's keeping would have saved (hk_pool_retaken): where one
+         * thread empties slabs and another takes them, every thread keeping more only holds
+         * more. */
+        uint64_t thrash = d->retaken[c] - hk_ace.last.retaken[c];
         unsigned cap = hk_ace.cap[c], old = cap, max = hk_pol.cap_max[c];
         unsigned floor = c < HK_NSMALL && max ? 1 : 0;
         const char *why = NULL;
@@ -77,7 +78,7 @@ static void hk_ace_caps(const struct hk_pool_demand *d) {
             hk_ace.quiet[c] = 0;
             cap = cap ? cap * 2 : 1;
             hk_ace.cap[c] = cap < max ? cap : max;
-            why = "soft cap up (slabs went to the pool and back in one window)";
+            why = "soft cap up (a thread took back slabs it gave up for the cap)";
         } else if (++hk_ace.quiet[c] >= HK_ACE_QUIET) {
             hk_ace.quiet[c] = 0;
             if (cap > floor) hk_ace.cap[c] = cap / 2 > floor ? cap / 2 : floor;

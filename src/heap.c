@@ -674,6 +674,18 @@ static void hk_heap_unretain(struct hk_heap *h, unsigned c, unsigned keep, uint6
 
 static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s);
 
+/* Soft caps rise for round trips that keeping would have saved: a slab of a class that the
+ * thread itself gave up past the cap (hk_heap_emptied) and took again from the pool within
+ * HK_GAVE_UP_MS (two of ACE's windows). Counted for the whole process before, a slab that one
+ * thread emptied and another took (the pool's fronts serve that) raised every thread's cap:
+ * with 16 threads sharing blocks (shared_swap) each kept up to 8 slabs of the 10-16 KiB
+ * classes. */
+#define HK_GAVE_UP_MS 200
+static HK_COLD void hk_heap_retaken(struct hk_heap *h, unsigned c) {
+    h->gave_up &= ~((uint64_t)1 << c);
+    if (hk_now_ms() - h->gave_up_at < HK_GAVE_UP_MS) hk_pool_retaken(c);
+}
+
 /* Empty slabs of class c heap h keeps when one empties: the soft cap; and for a mid class
  * whose cap is 0, one span that other threads' frees emptied while the thread applied its
  * inbox, until a tick finds it kept before the last one (10 to 20 ms: hk_heap_tick). A
@@ -1178,6 +1190,13 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
         h->retained_mask |= (uint64_t)1 << c;
     } else {
         hk_heap_release(s, now);
+        /* Given up for the cap: if this thread takes a slab of the class from the pool soon,
+         * keeping it would have saved the round trip (hk_heap_retaken). Not for a helper. */
+        if (h == hk_tls.heap && (h->allocated >> c & 1)) {
+            if (now - h->gave_up_at >= HK_GAVE_UP_MS) h->gave_up = 0;
+            h->gave_up |= (uint64_t)1 << c;
+            h->gave_up_at = now;
+        }
     }
     /* Only the heap's own thread runs its tick and sets its rooms: a helper applying an idle
      * owner's inbox (see "Idle owners") comes here for the owner's slabs, and the tick gives
@@ -1907,6 +1926,7 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
             hk_heap_list_remove(h, s);
         } else if ((s = hk_orphan_adopt(c, h->owner)) == NULL) {
             if ((s = hk_pool_acquire(c)) == NULL) return 0;
+            if (HK_UNLIKELY(h->gave_up >> c & 1)) hk_heap_retaken(h, c);
             h->left_idle -= (intptr_t)hk_slab_bytes(s);
             atomic_store_explicit(&s->owner, h->owner, memory_order_release);
         }

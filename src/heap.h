@@ -245,6 +245,9 @@ struct hk_heap {
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
     uint64_t refilled;                    /* classes refilled since the last tick (bits) */
+    uint64_t gave_up;                     /* classes an emptied slab of which went to the pool
+                                           * past the soft cap (heap.c, hk_heap_emptied)... */
+    uint64_t gave_up_at;                  /* ...since this time (ms), the last of them */
     uint64_t allocated;                   /* classes the thread has ever refilled (a bit each) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */

@@ -41,6 +41,7 @@ static size_t hk_peak_active;
 static size_t hk_peak_slots;
 static _Atomic size_t hk_ncache_hint; /* hk_ncache, for readers without the lock */
 static uint64_t hk_acquired[HK_NCLASS], hk_released[HK_NCLASS];
+static _Atomic uint64_t hk_retaken[HK_NCLASS]; /* hk_pool_retaken */
 static uint64_t hk_refault_bytes, hk_purged_bytes;
 static struct hk_drawdown hk_drawn; /* of the EMPTY bytes (drawdown.h) */
 /* Bytes of SuperSlabs unmapped lately, and when the last went: a SuperSlab mapped within two
@@ -791,12 +792,19 @@ static void hk_class_counts(unsigned c, uint64_t *acquired, uint64_t *released) 
 
 void hk_pool_demand(struct hk_pool_demand *out) {
     hk_pool_lock();
-    for (unsigned c = 0; c < HK_NCLASS; c++) hk_class_counts(c, &out->acquire[c], &out->release[c]);
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        hk_class_counts(c, &out->acquire[c], &out->release[c]);
+        out->retaken[c] = atomic_load_explicit(&hk_retaken[c], memory_order_relaxed);
+    }
     out->drawn_bytes = hk_drawdown_read(&hk_drawn);
     out->peak_bytes = hk_peak_slots * HK_SLAB_SIZE;
     hk_peak_active = hk_peak_slots = hk_nactive_slots;
     out->refault_bytes = hk_refault_bytes;
     hk_pool_unlock();
+}
+
+void hk_pool_retaken(unsigned c) {
+    atomic_fetch_add_explicit(&hk_retaken[c], 1, memory_order_relaxed);
 }
 
 void hk_pool_stats(struct hak_stats *out) {

@@ -52,6 +52,8 @@ int hk_pool_has_cache(void) HK_INTERNAL;
 struct hk_pool_demand {
     uint64_t acquire[HK_NCLASS];   /* slabs acquired, per class */
     uint64_t release[HK_NCLASS];   /* slabs released, per class */
+    uint64_t retaken[HK_NCLASS];   /* slabs a thread acquired soon after it gave one of the
+                                    * class up past its soft cap (hk_pool_retaken) */
     size_t drawn_bytes;            /* the deepest drawdown of the EMPTY bytes by reuse in the
                                     * window: how much free memory the program took back */
     uint64_t refault_bytes;        /* bytes taken again soon after their pages were released */
@@ -59,6 +61,9 @@ struct hk_pool_demand {
                                     * EMPTY ones the pool held at that moment */
 };
 void hk_pool_demand(struct hk_pool_demand *out) HK_INTERNAL;
+/* Counts a slab of class c that a thread acquired soon after it released one past its soft
+ * cap: a round trip a higher cap would have saved (ACE raises the cap on them). */
+void hk_pool_retaken(unsigned c) HK_INTERNAL;
 
 /* Whether slab s is in the pool with no live block (EMPTY, or in its class's front): a block
  * freed into it was freed already. Read racily, on the misuse path only. */
