@@ -792,10 +792,8 @@ static void hk_class_counts(unsigned c, uint64_t *acquired, uint64_t *released) 
 
 void hk_pool_demand(struct hk_pool_demand *out) {
     hk_pool_lock();
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
-        hk_class_counts(c, &out->acquire[c], &out->release[c]);
+    for (unsigned c = 0; c < HK_NCLASS; c++)
         out->retaken[c] = atomic_load_explicit(&hk_retaken[c], memory_order_relaxed);
-    }
     out->drawn_bytes = hk_drawdown_read(&hk_drawn);
     out->peak_bytes = hk_peak_slots * HK_SLAB_SIZE;
     hk_peak_active = hk_peak_slots = hk_nactive_slots;

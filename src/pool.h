@@ -50,8 +50,6 @@ int hk_pool_has_cache(void) HK_INTERNAL;
 /* What ACE measures: cumulative counts (it takes differences) and the window's drawdown.
  * Each call starts a new window, so ACE is its only caller (reports read hk_pool_stats). */
 struct hk_pool_demand {
-    uint64_t acquire[HK_NCLASS];   /* slabs acquired, per class */
-    uint64_t release[HK_NCLASS];   /* slabs released, per class */
     uint64_t retaken[HK_NCLASS];   /* slabs a thread acquired soon after it gave one of the
                                     * class up past its soft cap (hk_pool_retaken) */
     size_t drawn_bytes;            /* the deepest drawdown of the EMPTY bytes by reuse in the
