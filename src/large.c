@@ -620,16 +620,24 @@ static void hk_arena_unbind(void *arg) {
 static struct hk_arena *hk_arena_mine(void) {
     unsigned i = hk_arena_tls;
     if (HK_UNLIKELY(i == 0)) {
-        unsigned best = 0, least = UINT_MAX;
-        for (unsigned k = 0; k < hk_narenas; k++) {
-            unsigned t = atomic_load_explicit(&hk_arena_threads[k], memory_order_relaxed);
-            if (t < least) least = t, best = k;
+        unsigned best = 0;
+        /* The count goes up only if it is still the least seen: threads that start together
+         * and read the same counts would otherwise all take the same arena. */
+        for (;;) {
+            unsigned least = UINT_MAX;
+            for (unsigned k = 0; k < hk_narenas; k++) {
+                unsigned t = atomic_load_explicit(&hk_arena_threads[k], memory_order_relaxed);
+                if (t < least) least = t, best = k;
+            }
+            if (hk_narenas == 1) break; /* one arena: nothing to count */
+            if (atomic_compare_exchange_weak_explicit(&hk_arena_threads[best], &least, least + 1,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                hk_exit_key_arm(&hk_arena_key, hk_arena_unbind, &hk_arena_key);
+                break;
+            }
         }
         hk_arena_tls = (uint8_t)(i = best + 1);
-        if (hk_narenas > 1) { /* one arena: nothing to count */
-            atomic_fetch_add_explicit(&hk_arena_threads[best], 1, memory_order_relaxed);
-            hk_exit_key_arm(&hk_arena_key, hk_arena_unbind, &hk_arena_key);
-        }
     }
     return &hk_arenas[i - 1];
 }
