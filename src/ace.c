@@ -64,7 +64,8 @@ static uint64_t hk_max_of(const uint64_t *v, unsigned n) {
     return m;
 }
 
-/* Soft caps: grow where slabs made round trips to the pool, shrink where none did for long. */
+/* Soft caps: grow where threads took back slabs they gave up for the cap, shrink where none
+ * did for long. */
 static void hk_ace_caps(const struct hk_pool_demand *d) {
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         /* Round trips that a thread's keeping would have saved (hk_pool_retaken): where one
