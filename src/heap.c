@@ -154,10 +154,20 @@ static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
 
 static void hk_owned_grow(struct hk_heap *h);
 
+/* Notes n frees to the thread's own slabs that found another slab in their entry, or n slabs
+ * that took another's entry: where that happens a quarter of the table's size of times
+ * within a tick, the thread owns more slabs than the table holds, and it grows. Slabs that
+ * take each other's entries alone do not tell it: a thread whose current slabs stay put
+ * (larson, 2 threads, some 50 slabs each) took few entries and sent a quarter of its frees
+ * to the slow path with a first table of 64 entries. */
+static void hk_owned_missed(struct hk_heap *h, uint32_t n) {
+    h->omiss += n;
+    if (h->omiss >= ((h->omask >> 5) + 1) / 4) hk_owned_grow(h);
+}
+
 /* Gives small slab s the entry of its index (a slab there loses it: its frees take the slow
- * path), set for s being current or not. When slabs take each other's entries a quarter of
- * the table's size of times within a tick, the thread owns more slabs than the table holds,
- * and it grows first. While counting, the table stays empty: every free is counted on the
+ * path), set for s being current or not; that a slab lost its entry counts as a miss
+ * (hk_owned_missed). While counting, the table stays empty: every free is counted on the
  * slow path. */
 static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
     if (s->cls >= HK_NSMALL || hk_counting) return;
@@ -167,7 +177,7 @@ static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
     if (h->room[s->cls] <= 0) hk_room_set(h, s->cls, h->room_full[s->cls]);
 #endif
     struct hk_slab *was = hk_owned_put(h, s);
-    if (was != NULL && was != s && ++h->oevict >= ((h->omask >> 5) + 1) / 4) hk_owned_grow(h);
+    if (was != NULL && was != s) hk_owned_missed(h, 1);
 }
 
 /* Takes slab s out of the table. A helper may do this while the owner's free reads the entry
@@ -195,30 +205,53 @@ static void hk_free_view(struct hk_heap *h) {
     hk_tls.fmask = h->free_any ? 0 : h->omask;
 }
 
-/* Makes the table of n entries at t (zeroed: every entry empty) the heap's, and unmaps the one
- * before if it was mapped. Only the owner changes its table, on its slow paths (marked busy:
- * no helper is at work, and free's fast path runs on this thread), so nothing reads the old
- * one after this. */
+/* Makes the table of n entries at t (zeroed: every entry empty) the heap's. The one before,
+ * if it was mapped, becomes the record's spare (see hk_owned_grow) if it is the larger and
+ * at most HK_OWNED_SPARE entries, else it is unmapped. Only the owner changes its table, on
+ * its slow paths (marked busy: no helper is at work, and free's fast path runs on this
+ * thread), so nothing reads the old one after this. */
 static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
     struct hk_owned *old = h->otab;
     size_t oldn = (h->omask >> 5) + 1;
     h->otab = t;
     h->oslab = t == h->owned ? h->owned_slab : (struct hk_slab **)(t + n);
     h->omask = (uintptr_t)(n - 1) << 5;
-    h->oevict = 0;
+    h->omiss = 0;
     hk_free_view(h);
-    if (old != h->owned && old != &hk_owned_none) hk_os_unmap(old, hk_owned_bytes(oldn));
+    if (old == h->owned || old == &hk_owned_none) return;
+    if (oldn <= HK_OWNED_SPARE && oldn > h->ospare_n) {
+        struct hk_owned *drop = h->ospare;
+        size_t dropn = h->ospare_n;
+        h->ospare = old;
+        h->ospare_n = oldn;
+        old = drop;
+        oldn = dropn;
+    }
+    if (old) hk_os_unmap(old, hk_owned_bytes(oldn));
 }
 
-/* Moves the heap to a table 4 times larger, mapped apart, and gives every slab that may hold an
- * entry its entry there: the current slabs, the partial ones and (but in the hardened build)
- * the full ones. If the OS refuses the memory, the table stays as it is. */
+/* Moves the heap to a table 4 times larger, and gives every slab that may hold an entry its
+ * entry there: the current slabs, the partial ones and (but in the hardened build) the full
+ * ones. The table is the record's spare, cleared, if that is as large: a thread's grown table
+ * stays with its record when the thread exits, for the next thread that takes the record;
+ * larson's threads, which each take over the last one's slabs, grew a table each, and a
+ * mapping's faults and unmapping took 4% of its time (7,000 to 13,000 faults against 1,100,
+ * 2 threads, 2 s). Else it is mapped; if the OS refuses the memory, the table stays as it
+ * is. */
 static void hk_owned_grow(struct hk_heap *h) {
     size_t n = ((h->omask >> 5) + 1) * 4;
-    h->oevict = 0;
+    h->omiss = 0;
     if (n > HK_OWNED_MAX) return;
-    struct hk_owned *t = hk_os_map(hk_owned_bytes(n));
-    if (!t) return;
+    struct hk_owned *t;
+    if (h->ospare_n >= n) {
+        t = h->ospare;
+        n = h->ospare_n;
+        h->ospare = NULL;
+        h->ospare_n = 0;
+        memset(t, 0, hk_owned_bytes(n));
+    } else if ((t = hk_os_map(hk_owned_bytes(n))) == NULL) {
+        return;
+    }
     hk_owned_switch(h, t, n);
     for (unsigned c = 0; c < HK_NSMALL; c++) {
         if (h->cur[c]) hk_owned_put(h, h->cur[c]);
@@ -317,11 +350,15 @@ static HK_NOINLINE struct hk_heap *hk_heap_record_take(void) {
     hk_unlock(&hk_records_lock);
     errno = e;
     if (h) {
+        struct hk_owned *spare = h->ospare; /* the table a thread before grew stays */
+        size_t spare_n = h->ospare_n;
         memcpy(h, &hk_heap_none, sizeof *h);
+        h->ospare = spare;
+        h->ospare_n = spare_n;
     } else {
-        /* A new mapping is zero, as the template's first owned-slab table is: copied, its 20
-         * KiB were resident in every thread (1,000 threads of bench/crowd: 9 MiB), where a
-         * thread touches the entries its slabs fall to. */
+        /* A new mapping is zero, as the template's first owned-slab table is: not copied,
+         * where a thread touches the entries its slabs fall to (when the table had 512
+         * entries, copying made 20 KiB resident in every thread). */
         if ((h = hk_os_map(sizeof *h)) == NULL) return NULL;
         size_t a = offsetof(struct hk_heap, owned), b = offsetof(struct hk_heap, carves);
         memcpy(h, &hk_heap_none, a);
@@ -1124,7 +1161,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     h->next_tick = now + HK_TICK_MS;
     uint64_t delay = hk_pol_purge_delay();
     uint64_t older = now > delay ? now - delay + 1 : 0;
-    h->oevict = 0; /* the table grows for slabs that take each other's entries within a tick */
+    h->omiss = 0; /* the table grows for misses within a tick (hk_owned_missed) */
     for (uint64_t m = h->retained_mask; m; m &= m - 1) {
         unsigned c = (unsigned)__builtin_ctzll(m);
         unsigned cap = hk_pol_soft_cap(c);
@@ -1586,8 +1623,14 @@ static void hk_heap_free_in_slab(struct hk_heap *h, struct hk_slab *s, void *p, 
      * it (a helper that made the slab partial left the table alone). Other threads' blocks:
      * hk_free_dispatch, which stashes them too. */
     if (o != NULL && o == h->owner) {
-        if (s->list == HK_LIST_PARTIAL && c < HK_NSMALL && hk_owned_entry(h, s)->lim == 0)
-            hk_owned_set(h, s);
+        if (s->list != HK_LIST_FULL && c < HK_NSMALL) {
+            struct hk_owned *e = hk_owned_entry(h, s);
+            if (e->lim == 0) {
+                if (s->list == HK_LIST_PARTIAL) hk_owned_set(h, s);
+            } else if (*hk_owned_holder(h, e) != s) {
+                hk_owned_missed(h, 1);
+            }
+        }
 #ifndef HK_HARDENED
         if (s->list != HK_LIST_FULL && c < HK_NSMALL && hk_stash_put(h, c, p)) return;
 #endif
@@ -1764,12 +1807,16 @@ refused:
  * 1000 0). The countdown's length is drawn at random, so that frees of a period dividing it
  * (own and other threads' blocks in turn) cannot make the sample always the same. */
 static HK_NOINLINE void hk_heap_stash_tick(struct hk_heap *h, int own) {
-    h->ftaken += h->fperiod;
-    if (own) h->fown += h->fperiod;
+    uint32_t period = h->fperiod;
+    h->ftaken += period;
+    if (own) h->fown += period;
     h->fperiod = HK_FCLOCK_TAKES / 2 + (uint32_t)(hk_heap_random(h) % HK_FCLOCK_TAKES);
     h->fclock = (int32_t)h->fperiod - 1;
     if (!h->owner || h->exiting) return;
     hk_heap_enter(h);
+    /* Freeing by the table, the thread's own blocks taken here missed it: one in the sample
+     * stands for the countdown's. */
+    if (own && !h->free_any) hk_owned_missed(h, period);
     hk_heap_tick_if_due(h);
     hk_heap_leave(h);
 }
@@ -2104,10 +2151,11 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * this thread's storage must outlive its flag on it (see "Idle owners"). */
     atomic_store_explicit(&o->heap, NULL, memory_order_seq_cst);
     while (atomic_load_explicit(&o->claim, memory_order_seq_cst)) sched_yield();
-    /* The heap goes back to the table it started with, which admits nothing; one set up
-     * again later (by a later destructor's malloc) clears its first table then
-     * (hk_heap_init). Clearing it here cost every exiting thread 20 KiB of stores, 16,000
-     * instructions: 5% of all in larson with a new thread every 1,000 replacements. */
+    /* The heap goes back to the table it started with, which admits nothing, and a table it
+     * grew stays with the record as its spare (hk_owned_switch); one set up again later (by
+     * a later destructor's malloc) clears its first table then (hk_heap_init). Clearing it
+     * here cost every exiting thread 20 KiB of stores when the first table had 512 entries,
+     * 16,000 instructions: 5% of all in larson with a new thread every 1,000 replacements. */
     h->free_any = 0; /* a heap set up again starts by its table */
     hk_owned_switch(h, (struct hk_owned *)&hk_owned_none, 1);
     h->oslab = hk_oslab_none;

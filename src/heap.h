@@ -120,17 +120,23 @@
 #include "size_class.h"
 #include "superslab.h"
 
-/* Owned-slab table entries a thread starts with (a power of two), in its TLS. 512 entries (16
- * KiB, and 4 KiB for their slabs) hold 16 SuperSlabs' slabs without a collision: with 256,
- * shared_swap's 27 MB of live small blocks sent one free in three to the slow path. A thread
- * that owns more slabs than that moves to a larger table, mapped apart (heap.c,
- * hk_owned_grow): 4 times larger each time its slabs take each other's entries a quarter of
- * the table's size of times within a tick, up to HK_OWNED_MAX entries (8 MiB, and 2 MiB for
- * their slabs: 16 GiB of small slabs). With the first table only, a thread that held 480 MB of
- * small blocks and freed them in random order sent half its frees to the slow path and spent
- * 98 ns a free, against 57 ns with every slab in the table. */
-#define HK_OWNED 512
+/* Owned-slab table entries a thread starts with (a power of two), in its heap record: 64
+ * entries (2 KiB, and 512 bytes for their slabs) hold 4 MiB of small slabs, and keep the
+ * record within 3 pages, which every thread has resident however little it allocates (512
+ * entries made it 8 pages, 6 of them resident in a thread of one block: 1,000 threads of
+ * bench/crowd, 8 blocks each, peaked at 75 MiB, and at 56 MiB with 64). A thread that owns
+ * more slabs than that moves to a larger table, mapped apart (heap.c, hk_owned_grow): 4 times
+ * larger each time a quarter of the table's size of its frees miss their slab's entry for
+ * another's, or of its slabs take each other's entries, within a tick, up to HK_OWNED_MAX
+ * entries (8 MiB, and 2 MiB for their slabs: 16 GiB of small slabs). With a table too small,
+ * a thread that held 480 MB of small blocks and freed them in random order sent half its
+ * frees to the slow path and spent 98 ns a free, against 57 ns with every slab in the
+ * table. */
+#define HK_OWNED 64
 #define HK_OWNED_MAX ((size_t)1 << 18)
+/* The largest table a heap record keeps when it moves to another, or its thread exits, for its
+ * next growth (heap.c, hk_owned_grow): 40 KiB. */
+#define HK_OWNED_SPARE ((size_t)1 << 10)
 
 /* One of the thread's small slabs (not kept empty; in the hardened build not full either), in
  * entry (base >> 16) % (the table's size); a slab whose entry another took is freed to by the
@@ -238,8 +244,8 @@ struct hk_heap {
     unsigned char flushed;                /* a free sent a batch away or stashed: count it for
                                            * the tick */
     uint64_t rng;                         /* hk_heap_random's state (0 until first used) */
-    uint32_t oevict;                      /* slabs that took another's entry since the last
-                                           * tick (or the last growth) */
+    uint32_t omiss;                       /* misses of the owned-slab table since the last
+                                           * tick or growth (heap.c, hk_owned_missed) */
     struct hk_owned owned[HK_OWNED];      /* the first owned-slab table */
     struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each of its entries */
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
@@ -298,6 +304,10 @@ struct hk_heap {
      * own once the thread owns more slabs than that holds. */
     struct hk_owned *otab;
     uintptr_t omask;
+    /* A mapped table of ospare_n entries that the record keeps for its next growth (heap.c,
+     * hk_owned_grow), or NULL and 0. */
+    struct hk_owned *ospare;
+    size_t ospare_n;
 #ifndef HK_HARDENED
     /* Since the last choice between the two ways to free (see "Two ways to free"): the room
      * that frees used up before its last setting, the small frees that free's second try
@@ -323,7 +333,7 @@ struct hk_heap {
 _Static_assert(HK_NCLASS <= 64, "a class bitmask is 64 bits");
 
 /* What each thread keeps in its own static TLS: a pointer to its heap and free's view of the
- * owned-slab table, 24 bytes. The heap itself (about 30 KiB) is a record mapped apart
+ * owned-slab table, 24 bytes. The heap itself (about 12 KiB) is a record mapped apart
  * (heap.c, "Heap records"): glibc carves a thread's static TLS out of its stack, and refuses
  * to start a thread whose stack cannot hold it (pthread_create fails with EINVAL): with the
  * heap in TLS, no thread of 32 KiB of stack or less could start (Node.js's inspector thread

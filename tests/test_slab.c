@@ -210,6 +210,139 @@ TEST(a_thread_with_many_slabs_gets_a_larger_table) {
            b.slabs_active_now, a.slabs_active_now);
 }
 
+/* A slab that lost its table entry and stays current, the cache of its class serving the
+ * thread so that no slab takes an entry again: every free of its blocks misses the table, and
+ * the table grows for such misses as it does for slabs that take each other's entries
+ * (larson's threads, whose current slabs stay put, sent a quarter of their frees to the slow
+ * path with a first table of 64 entries). 1 KiB blocks; in a thread of its own, whose table
+ * starts at its first size. */
+enum { MG_MAX = 4 * HK_OWNED * 64 };
+static void *mg_block[MG_MAX];
+static struct hk_slab *mg_slab[4 * HK_OWNED];
+
+static void *misses_grow(void *arg) {
+    (void)arg;
+    struct hk_slab *a = NULL, *b = NULL;
+    int n = 0, k = 0, ok = 1;
+    /* Blocks until a new slab falls to the entry of one before: the first, full, loses it. */
+    while (!b && n < MG_MAX) {
+        void *p = mg_block[n++] = hak_malloc(1024);
+        struct hk_slab *s = hk_slab_of((uintptr_t)p);
+        if (k > 0 && s == mg_slab[k - 1]) continue;
+        struct hk_heap *h = hk_tls.heap;
+        for (int j = 0; j < k && !b; j++)
+            if (hk_owned_at(h, (uintptr_t)hk_slab_base(mg_slab[j])) ==
+                hk_owned_at(h, (uintptr_t)hk_slab_base(s)))
+                a = mg_slab[j], b = s;
+        mg_slab[k++] = s;
+    }
+    if (!b || hk_heap_table_size() != HK_OWNED) {
+        fprintf(stderr, "  no two slabs share an entry of the first table (%d slabs, %zu entries)\n",
+                k, hk_heap_table_size());
+        ok = 0;
+    }
+    /* A block of the full slab: it takes its entry back, and the current slab has none. */
+    int last = n - 1;
+    for (int i = 0; i < n && ok; i++)
+        if (hk_slab_of((uintptr_t)mg_block[i]) == a) {
+            hak_free(mg_block[i]);
+            mg_block[i] = NULL;
+            break;
+        }
+    if (ok && (!hk_heap_has_entry(a) || hk_heap_has_entry(b))) {
+        fprintf(stderr, "  the full slab did not take its entry back\n");
+        ok = 0;
+    }
+    for (int i = 0; i < 1000 && ok; i++) {
+        hak_free(mg_block[last]);
+        mg_block[last] = hak_malloc(1024);
+    }
+    if (ok && (hk_heap_table_size() <= HK_OWNED || !hk_heap_has_entry(b))) {
+        fprintf(stderr, "  table of %zu entries after 1000 frees that missed it; entry %d\n",
+                hk_heap_table_size(), hk_heap_has_entry(b));
+        ok = 0;
+    }
+    for (int i = 0; i < n; i++) hak_free(mg_block[i]);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(frees_that_miss_the_table_grow_it) { CHECK(in_new_thread(misses_grow)); }
+
+/* A thread's grown table stays with its heap record when the thread exits, and the next
+ * thread that takes the record grows into it instead of mapping another: one thread grows its
+ * table and exits, then threads start one at a time until one takes that record (records go
+ * round), which grows its table by allocating blocks in more slabs than the first table has
+ * entries. */
+enum { ST_BLOCKS = 3 * HK_OWNED * 2 }; /* 32 KiB blocks, 2 to a slab */
+static void *st_block[ST_BLOCKS];
+
+static int st_grow(void) {
+    for (int i = 0; i < ST_BLOCKS; i++) st_block[i] = hak_malloc(32768);
+    return hk_heap_table_size() > HK_OWNED;
+}
+
+static void st_free(void) {
+    for (int i = 0; i < ST_BLOCKS; i++) hak_free(st_block[i]);
+}
+
+static struct hk_owned *st_spare; /* the table the first thread left */
+
+static void *st_first(void *arg) {
+    (void)arg;
+    int ok = st_grow();
+    st_spare = hk_tls.heap->otab;
+    st_free();
+    return (void *)(uintptr_t)ok;
+}
+
+/* 1 if the thread took the first thread's record and grew into its table, 2 if it took
+ * another record, 0 on failure. */
+static void *st_next(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(32);
+    struct hk_heap *h = hk_tls.heap;
+    uintptr_t r = 2;
+    if (h->ospare == st_spare) {
+        r = st_grow() && h->otab == st_spare && h->ospare == NULL;
+        if (!r) fprintf(stderr, "  the table at %p, not the spare %p\n", (void *)h->otab,
+                        (void *)st_spare);
+        st_free();
+    }
+    hak_free(p);
+    return (void *)r;
+}
+
+TEST(a_grown_table_stays_with_its_record) {
+    CHECK(in_new_thread(st_first));
+    uintptr_t r = 2;
+    for (int i = 0; i < 256 && r == 2; i++) {
+        pthread_t t;
+        void *v = NULL;
+        CHECK(pthread_create(&t, NULL, st_next, NULL) == 0 && pthread_join(t, &v) == 0);
+        r = (uintptr_t)v;
+    }
+    CHECKF(r == 1, "%s", r == 2 ? "no thread took the record" : "the spare table was not used");
+}
+
+/* What every thread pays however little it allocates: a thread that allocated one block has
+ * at most 3 pages of its heap record resident, its first owned-slab table included (with a
+ * first table of 512 entries, 20 KiB, a new thread had 6 of 8 pages resident). */
+static void *one_block(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(32);
+    struct hk_heap *h = hk_tls.heap;
+    uintptr_t lo = (uintptr_t)h & ~(uintptr_t)4095;
+    uintptr_t hi = ((uintptr_t)h + sizeof *h + 4095) & ~(uintptr_t)4095;
+    unsigned pages = resident_pages((void *)lo, hi - lo);
+    hak_free(p);
+    if (pages > 3) fprintf(stderr, "  %u pages of the heap record resident\n", pages);
+    return (void *)(uintptr_t)(pages <= 3);
+}
+
+TEST(a_thread_of_one_block_holds_three_pages_of_heap_record) {
+    CHECK(in_new_thread(one_block));
+}
+
 /* Frees of the thread's own blocks go into its cache whichever of its slabs they are of: the
  * next mallocs of the class hand them out, last freed first, and their slab counts them as
  * live meanwhile. (The hardened build's cache holds the current slab's blocks only.) */
@@ -581,6 +714,9 @@ int main(void) {
     RUN(live_counts_exact_after_random_operations);
     RUN(frees_to_slabs_beyond_the_table_are_exact);
     RUN(a_thread_with_many_slabs_gets_a_larger_table);
+    RUN(frees_that_miss_the_table_grow_it);
+    RUN(a_thread_of_one_block_holds_three_pages_of_heap_record);
+    RUN(a_grown_table_stays_with_its_record);
     RUN(own_frees_are_the_next_blocks);
     RUN(a_cache_grows_by_its_room_at_most);
 #ifndef HK_HARDENED
