@@ -582,6 +582,16 @@ static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list)
     }
 }
 
+/* Bytes of the empty slabs that thread heaps keep beyond the first of each class (their
+ * retained lists): a thread keeps another only while all of them together keep no more than
+ * the pool's budget (hk_heap_emptied). Soft caps are a thread's, and with 16 threads whose
+ * own round trips raised the caps of the 5-16 KiB classes to 4 and 8 (shared_swap), each kept
+ * up to that many of each. The pool takes what they do not keep, under its own budget, and
+ * serves every thread from it. The first of a class stays out of the count, so that a thread
+ * that keeps one span and takes it back again (a producer whose consumers free its blocks of
+ * up to 256 KiB) writes no shared line for it: counted, that cost prod_cons_256k 9%. */
+static _Atomic size_t hk_kept_bytes;
+
 /* Takes an owned, non-current slab off its heap list (and out of the owned-slab table). */
 static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
     unsigned c = s->cls;
@@ -591,6 +601,8 @@ static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
         hk_slab_list_unlink(&h->full[c], s);
     } else if (s->list == HK_LIST_RETAINED) {
         hk_slab_list_unlink(&h->retained[c], s);
+        if (h->nretained[c] >= 2) /* a class's slabs are all as long (pool.c) */
+            atomic_fetch_sub_explicit(&hk_kept_bytes, hk_slab_bytes(s), memory_order_relaxed);
         if (--h->nretained[c] == 0) h->retained_mask &= ~((uint64_t)1 << c);
         atomic_store_explicit(&h->owner->tally.retained[c], h->nretained[c], memory_order_relaxed);
     }
@@ -1218,18 +1230,23 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
                                       * metadata another thread's once it takes the slab */
     uint64_t now = hk_now_ms();
     hk_heap_list_remove(h, s);
-    if (h->nretained[c] < hk_heap_keep(h, c)) {
+    unsigned kept = h->nretained[c], under_cap = kept < hk_heap_keep(h, c);
+    if (under_cap &&
+        (kept == 0 || atomic_load_explicit(&hk_kept_bytes, memory_order_relaxed) + bytes <=
+                          atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed))) {
         s->list = HK_LIST_RETAINED;
         s->idle_since = now;
         hk_slab_list_push(&h->retained[c], s);
+        if (kept) atomic_fetch_add_explicit(&hk_kept_bytes, bytes, memory_order_relaxed);
         h->nretained[c]++;
         atomic_store_explicit(&h->owner->tally.retained[c], h->nretained[c], memory_order_relaxed);
         h->retained_mask |= (uint64_t)1 << c;
     } else {
         hk_heap_release(s, now);
         /* Given up for the cap: if this thread takes a slab of the class from the pool soon,
-         * keeping it would have saved the round trip (hk_heap_retaken). Not for a helper. */
-        if (h == hk_tls.heap && (h->allocated >> c & 1)) {
+         * keeping it would have saved the round trip (hk_heap_retaken). Not for a helper, and
+         * not where the threads' kept bytes stood in the way: a higher cap keeps no more. */
+        if (!under_cap && h == hk_tls.heap && (h->allocated >> c & 1)) {
             if (now - h->gave_up_at >= HK_GAVE_UP_MS) h->gave_up = 0;
             h->gave_up |= (uint64_t)1 << c;
             h->gave_up_at = now;

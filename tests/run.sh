@@ -51,6 +51,8 @@ lifecycle() { # lifecycle FLAVOUR: every mode of test_lifecycle in that build
     run "test_lifecycle slack${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_SS_CACHE=2 $bin slack
     run "test_lifecycle bg${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_BG_THREAD=1 \
         HAKMEM_PURGE_DELAY_MS=100 $bin bg
+    run "test_lifecycle kept${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_SOFT_CAP=8 HAKMEM_SS_CACHE=1 \
+        HAKMEM_PURGE_DELAY_MS=60000 $bin kept
 }
 lifecycle ""
 lifecycle _debug

@@ -9,6 +9,8 @@
  *   cgroup   HAKMEM_ACE=1 HAKMEM_CGROUP=<a directory with memory.max and memory.current>
  *   bg       HAKMEM_ACE=0 HAKMEM_BG_THREAD=1 HAKMEM_PURGE_DELAY_MS=100
  *   slack    HAKMEM_ACE=1 HAKMEM_SS_CACHE=2 (a pool budget of 4 MiB until ACE's first window)
+ *   kept     HAKMEM_ACE=0 HAKMEM_SOFT_CAP=8 HAKMEM_SS_CACHE=1 HAKMEM_PURGE_DELAY_MS=60000 (a
+ *            pool budget of 2 MiB)
  * and every mode first checks that its configuration is the one in force. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1287,6 +1289,53 @@ TEST(background_thread_releases_without_calls) {
     CHECKF(resident(big, n) == 0, "%zu pages resident", resident(big, n));
 }
 
+/* ============================================================================================ */
+/* kept: what threads keep together. */
+
+TEST(kept_config) {
+    struct hak_stats s = stats();
+    CHECKF(s.pool_budget == (size_t)2 << 20 && s.soft_cap[class_index(16384)] == 8,
+           "run with HAKMEM_ACE=0 HAKMEM_SOFT_CAP=8 HAKMEM_SS_CACHE=1 "
+           "HAKMEM_PURGE_DELAY_MS=60000 (budget %zu)", s.pool_budget);
+}
+
+/* Beyond one slab of a class, a thread keeps an empty slab only while all threads together
+ * keep no more than the pool's budget: 16 threads that each empty 8 slabs of 16 KiB blocks at
+ * once, under a cap of 8, keep one each and, all of them together, about the budget's worth
+ * (2 MiB, 32 slabs) more; each kept 7 before, 112 in all (8 MiB). */
+enum { KT_THREADS = 16, KT_PER = 4, KT_SLABS = 8, KT_N = KT_PER * KT_SLABS };
+static pthread_barrier_t kt_emptied, kt_read;
+
+static void *kt_thread(void *arg) {
+    (void)arg;
+    void *p[KT_N];
+    for (int i = 0; i < KT_N; i++) p[i] = hak_malloc(16384);
+    for (int i = 0; i < KT_N; i++) hak_free(p[i]);
+    hk_heap_flush(); /* every slab but the current one empties */
+    pthread_barrier_wait(&kt_emptied);
+    pthread_barrier_wait(&kt_read);
+    return NULL;
+}
+
+TEST(threads_keep_no_more_than_the_budget_together) {
+    unsigned c = class_index(16384);
+    size_t slab = HK_SLAB_SIZE, budget = stats().pool_budget;
+    pthread_t t[KT_THREADS];
+    pthread_barrier_init(&kt_emptied, NULL, KT_THREADS + 1);
+    pthread_barrier_init(&kt_read, NULL, KT_THREADS + 1);
+    for (int i = 0; i < KT_THREADS; i++) pthread_create(&t[i], NULL, kt_thread, NULL);
+    pthread_barrier_wait(&kt_emptied);
+    size_t kept = stats().class_slabs_retained[c];
+    pthread_barrier_wait(&kt_read);
+    for (int i = 0; i < KT_THREADS; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&kt_emptied);
+    pthread_barrier_destroy(&kt_read);
+    /* Each keeps its first; threads that look at the count at once may each add one more. */
+    CHECKF(kept >= KT_THREADS && kept <= 2 * KT_THREADS + budget / slab,
+           "%zu slabs kept by %d threads (a budget of %zu slabs)", kept, KT_THREADS,
+           budget / slab);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     TEST_MAIN_BEGIN("lifecycle");
@@ -1333,8 +1382,11 @@ int main(int argc, char **argv) {
         RUN(pool_keeps_the_slots_its_peak_left_free);
     } else if (!strcmp(mode, "bg")) {
         RUN(background_thread_releases_without_calls);
+    } else if (!strcmp(mode, "kept")) {
+        RUN(kept_config);
+        RUN(threads_keep_no_more_than_the_budget_together);
     } else {
-        fprintf(stderr, "usage: test_lifecycle stages|fixed|ace|cgroup|slack|bg\n");
+        fprintf(stderr, "usage: test_lifecycle stages|fixed|ace|cgroup|slack|bg|kept\n");
         return 2;
     }
     TEST_MAIN_END();
