@@ -1,5 +1,5 @@
 /*
- * crowd THREADS BLOCKS MIN MAX ROUNDS SEED
+ * crowd THREADS BLOCKS MIN MAX ROUNDS SEED [HOLD]
  *
  * Many threads alive at once, each holding a few blocks: a server with a
  * thread per connection, or a pool of workers most of which wait.  Each
@@ -9,19 +9,32 @@
  * reads the resident set size then, and lets them go: each frees its blocks
  * and exits.  What an allocator keeps per thread (its per-thread state, a
  * slab or a cache per class used, pages touched for blocks carved ahead)
- * is multiplied by the number of threads.  Reports threads started per
- * second, and the RSS with every thread holding its blocks (crowd_rss_kb,
+ * is multiplied by the number of threads.  With HOLD 0 (default 1), each
+ * thread frees its blocks before it waits: a pool of workers that did some
+ * work and now block, whose allocator cannot take back what their caches
+ * hold (only the thread itself runs its allocator's code).  Reports threads
+ * started per second, and the RSS with every thread waiting (crowd_rss_kb,
  * the largest over the rounds) and per thread (per_thread_kb).
  */
 #include "common.h"
 
-static uint64_t g_blocks, g_seed;
+static uint64_t g_blocks, g_seed, g_hold;
 static size_t g_min, g_max;
 static pthread_barrier_t g_held, g_go;
 
 struct member {
     uint64_t index, round;
 };
+
+/* Checks and frees a member's blocks. */
+static void free_all(void **b, uint64_t index)
+{
+    for (uint64_t i = 0; i < g_blocks; i++) {
+        if (((unsigned char *)b[i])[0] != (unsigned char)(i | 1))
+            die("block %" PRIu64 " of thread %" PRIu64 " lost its contents", i, index);
+        free(b[i]);
+    }
+}
 
 static void *member(void *arg)
 {
@@ -35,30 +48,30 @@ static void *member(void *arg)
         b[i] = xmalloc(n[i]);
         touch_lines(b[i], n[i], (unsigned char)i);
     }
-    pthread_barrier_wait(&g_held); /* every thread holds its blocks */
+    if (!g_hold)
+        free_all(b, m->index);
+    pthread_barrier_wait(&g_held); /* every thread holds its blocks, or has freed them */
     pthread_barrier_wait(&g_go);   /* the main thread has read the RSS */
-    for (uint64_t i = 0; i < g_blocks; i++) {
-        if (((unsigned char *)b[i])[0] != (unsigned char)(i | 1))
-            die("block %" PRIu64 " of thread %" PRIu64 " lost its contents", i, m->index);
-        free(b[i]);
-    }
+    if (g_hold)
+        free_all(b, m->index);
     return NULL;
 }
 
 int main(int argc, char **argv)
 {
     bench_init(argc, argv, "crowd",
-               "[THREADS=1000] [BLOCKS=8] [MIN=16] [MAX=4096] [ROUNDS=3] [SEED=42]", 6);
+               "[THREADS=1000] [BLOCKS=8] [MIN=16] [MAX=4096] [ROUNDS=3] [SEED=42] [HOLD=1]", 7);
     uint64_t nthreads = arg_u64(argc, argv, 1, "THREADS", 1000, 1, 4096);
     g_blocks = arg_u64(argc, argv, 2, "BLOCKS", 8, 1, 64);
     g_min = (size_t)arg_u64(argc, argv, 3, "MIN", 16, 1, 1ULL << 30);
     g_max = (size_t)arg_u64(argc, argv, 4, "MAX", 4096, 1, 1ULL << 30);
     uint64_t rounds = arg_u64(argc, argv, 5, "ROUNDS", 3, 1, 1ULL << 20);
     g_seed = arg_u64(argc, argv, 6, "SEED", 42, 0, UINT64_MAX);
+    g_hold = arg_u64(argc, argv, 7, "HOLD", 1, 0, 1);
     check_min_max("MIN", g_min, "MAX", g_max);
     print_params("threads=%" PRIu64 " blocks=%" PRIu64 " min=%zu max=%zu rounds=%" PRIu64
-                 " seed=%" PRIu64,
-                 nthreads, g_blocks, g_min, g_max, rounds, g_seed);
+                 " seed=%" PRIu64 " hold=%" PRIu64,
+                 nthreads, g_blocks, g_min, g_max, rounds, g_seed, g_hold);
 
     /* Small stacks, as servers with many threads give them: the stacks' own pages stay few
      * whatever the allocator, and a thousand threads fit any address-space limit. */

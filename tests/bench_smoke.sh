@@ -25,6 +25,7 @@ CASES=(
     "thread_churn|2 5 200 16 512 42"
     "thread_churn|2 5 200 16 3072 42 main"
     "crowd|50 8 16 4096 2 42"
+    "crowd|50 8 16 4096 2 42 0"
     "burst|8 10 42"
     "realloc_grow|100 5000 65536 42"
     "large|20 64 4096 4 42"
