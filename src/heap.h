@@ -77,8 +77,9 @@
  * each of those once, and stashing would make each a block of another thread's slab for the
  * rest of its life, every free of it a slow one; larson with 16 threads), or one of this
  * thread's whose entry another slab took. Beyond the room, blocks go home: to their slab, or in
- * batches to their owner; a mid block of a class the thread has allocated joins the class's
- * transfer list instead, for any thread's next refill (transfer.h). A class that sat idle for a
+ * batches to their owner; a block of 5 KiB or more of a class the thread has allocated joins
+ * the class's transfer list instead, for any thread's next refill (transfer.h; a small one
+ * with others of its class, a batch at a time). A class that sat idle for a
  * tick (10 ms of slow-path activity without a refill of it or a change to its cache), or that
  * has no current slab, gives its cache back; so do trim and thread exit. Not in the hardened
  * build, whose caches hold blocks of the current slab only (its link check requires it) and
@@ -119,6 +120,7 @@
 #include "owner.h"
 #include "size_class.h"
 #include "superslab.h"
+#include "transfer.h"
 
 /* Owned-slab table entries a thread starts with (a power of two), in its heap record: 64
  * entries (2 KiB, and 512 bytes for their slabs) hold 4 MiB of small slabs, and keep the
@@ -274,6 +276,14 @@ struct hk_heap {
     void *olist[HK_NSMALL];
     uint64_t oclasses;
     uint32_t orphan_n, orphan_bytes;
+#ifndef HK_HARDENED
+    /* Other threads' blocks of the small classes with transfer lists, on their way to the
+     * class's list (heap.c, hk_xpend_add): a list per class, linked and marked free, with the
+     * classes that have one in xpend_mask. */
+    void *xpend[HK_NSMALL - HK_XFER_FIRST];
+    uint8_t xpend_n[HK_NSMALL - HK_XFER_FIRST];
+    uint64_t xpend_mask;
+#endif
     /* Copy of hk_class_table, for malloc's fast path: 2,049 bytes, kept after the other fields
      * so as not to push them apart. */
     uint8_t class_table[HK_TABLE_MAX / 16 + 1];

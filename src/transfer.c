@@ -8,7 +8,7 @@
 #include "size_class.h"
 #include "superslab.h"
 
-#define HK_NMID (HK_NCLASS - HK_NSMALL)
+#define HK_NXFER (HK_NCLASS - HK_XFER_FIRST)
 
 static struct hk_lock hk_xfer_locks[HK_LOCK_STRIPES] = HK_LOCK_STRIPES_INIT;
 
@@ -23,7 +23,7 @@ static struct {
     /* hk_xfer_take_idle's (under hk_xfer_check): the events at its last look, and since when
      * the list has held blocks that no refill took from. */
     uint64_t seen, since;
-} hk_xfer[HK_NMID];
+} hk_xfer[HK_NXFER];
 
 /* Whether n, the link of a block on class c's list, is one too: NULL, or a carved block start
  * of a span of class c that carries the free mark. A program that writes to a block after freeing
@@ -57,42 +57,48 @@ static pthread_mutex_t hk_xfer_check = PTHREAD_MUTEX_INITIALIZER;
 
 static struct hk_lock *hk_xfer_lock(unsigned c) { return &hk_xfer_locks[c % HK_LOCK_STRIPES]; }
 
-int hk_xfer_put(unsigned c, void *p, uint32_t size) {
-    unsigned i = c - HK_NSMALL;
-    HK_ASSERT(c >= HK_NSMALL && c < HK_NCLASS);
+int hk_xfer_put(unsigned c, void *head, void *tail, uint32_t n) {
+    unsigned i = c - HK_XFER_FIRST;
+    HK_ASSERT(c >= HK_XFER_FIRST && c < HK_NCLASS);
+    size_t size = hk_class_size[c], cap = c < HK_NSMALL ? HK_XFER_SMALL_BYTES : HK_XFER_BYTES;
+    size_t max = cap > 2 * size ? cap : 2 * size;
     hk_lock(hk_xfer_lock(c));
-    size_t max = HK_XFER_BYTES > 2u * size ? HK_XFER_BYTES : 2u * size;
-    int ok = hk_xfer[i].bytes + size <= max;
+    int ok = hk_xfer[i].bytes + n * size <= max;
     if (ok) {
-        uint32_t n = atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed);
-        if (n == 0)
+        uint32_t was = atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed);
+        if (was == 0)
             atomic_store_explicit(&hk_xfer[i].fills,
                                   atomic_load_explicit(&hk_xfer[i].fills, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
-        hk_link_set(p, hk_xfer[i].head);
-        hk_xfer[i].head = p;
-        hk_xfer[i].bytes += size;
-        atomic_store_explicit(&hk_xfer[i].n, n + 1, memory_order_relaxed);
+        hk_link_set(tail, hk_xfer[i].head);
+        hk_xfer[i].head = head;
+        hk_xfer[i].bytes += n * size;
+        atomic_store_explicit(&hk_xfer[i].n, was + n, memory_order_relaxed);
     }
     hk_unlock(hk_xfer_lock(c));
     return ok;
 }
 
-void *hk_xfer_take(unsigned c) {
-    unsigned i = c - HK_NSMALL;
-    HK_ASSERT(c >= HK_NSMALL && c < HK_NCLASS);
+void *hk_xfer_take(unsigned c, uint32_t max) {
+    unsigned i = c - HK_XFER_FIRST;
+    HK_ASSERT(c >= HK_XFER_FIRST && c < HK_NCLASS && max > 0);
     /* A stale count only means this refill looks elsewhere first. */
     if (atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) == 0) return NULL;
     hk_lock(hk_xfer_lock(c));
-    void *b = hk_xfer[i].head;
+    void *b = hk_xfer[i].head, *last = b, *rest = NULL;
+    uint32_t k = 0;
     if (b) {
-        void *n = hk_xfer_next(b, c);
-        hk_xfer[i].head = n;
-        hk_xfer[i].bytes = n ? hk_xfer[i].bytes - hk_class_size[c] : 0;
-        atomic_store_explicit(&hk_xfer[i].n,
-                              n ? atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) - 1
-                                : 0,
-                              memory_order_relaxed);
+        /* The first max blocks, each link checked before it is followed. */
+        for (k = 1;; k++) {
+            rest = hk_xfer_next(last, c);
+            if (!rest || k == max) break;
+            last = rest;
+        }
+        hk_link_set(last, NULL);
+        hk_xfer[i].head = rest;
+        uint32_t n = atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed);
+        hk_xfer[i].bytes = rest ? hk_xfer[i].bytes - k * (size_t)hk_class_size[c] : 0;
+        atomic_store_explicit(&hk_xfer[i].n, rest && n > k ? n - k : 0, memory_order_relaxed);
         atomic_store_explicit(&hk_xfer[i].takes,
                               atomic_load_explicit(&hk_xfer[i].takes, memory_order_relaxed) + 1,
                               memory_order_relaxed);
@@ -114,8 +120,8 @@ void *hk_xfer_take_idle(uint64_t now, int all) {
     void *out = NULL;
     if (all) pthread_mutex_lock(&hk_xfer_check);
     else if (pthread_mutex_trylock(&hk_xfer_check) != 0) return NULL;
-    for (unsigned i = 0; i < HK_NMID; i++) {
-        unsigned c = HK_NSMALL + i;
+    for (unsigned i = 0; i < HK_NXFER; i++) {
+        unsigned c = HK_XFER_FIRST + i;
         /* Both counts in one number: a change of either is all a look needs to see. */
         uint64_t events = atomic_load_explicit(&hk_xfer[i].takes, memory_order_relaxed) +
                           (atomic_load_explicit(&hk_xfer[i].fills, memory_order_relaxed) << 32);

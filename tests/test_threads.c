@@ -533,15 +533,16 @@ TEST(mid_blocks_freed_here_are_reused_here) {
            hk_heap_slab_live(s), before);
 }
 
-/* A mid block that its freeing thread cannot keep (its stash is full) serves the next
- * refill of its class by any thread, while its owner does not run: here the main thread,
- * blocked in a join, owns 200 blocks of 40 KiB; a thread that allocates the class frees them
- * all (its stash takes about half), and a third thread's 50 mallocs of the class get blocks
- * of spans the main thread still owns. Before transfer lists they waited in its inbox. */
+/* A block of a class with a transfer list (transfer.h) that its freeing thread cannot keep
+ * (its stash is full) serves the next refill of its class by any thread, while its owner does
+ * not run: here the main thread, blocked in a join, owns 200 blocks; a thread that allocates
+ * the class frees them all (its stash takes some) and exits, and a third thread's 50 mallocs
+ * of the class get blocks of slabs the main thread still owns. Before transfer lists they
+ * waited in its inbox, and a small block (8 KiB here) before they had lists for it. */
 enum { XF_N = 200, XF_TAKE = 50 };
-#define XF_SIZE (40 * 1024)
 static void *xf_given[XF_N];
 static struct hk_owner *xf_owner;
+static size_t xf_size;
 static int xf_theirs;
 
 /* Blocks another thread allocated, for a thread of free_given to free. */
@@ -565,8 +566,8 @@ static void *xf_allocate(void *arg) {
     (void)arg;
     void *got[XF_TAKE];
     for (int i = 0; i < XF_TAKE; i++) {
-        got[i] = hak_malloc(XF_SIZE);
-        memset(got[i], 0x5a, XF_SIZE);
+        got[i] = hak_malloc(xf_size);
+        memset(got[i], 0x5a, xf_size);
         struct hk_slab *s = hk_slab_of((uintptr_t)got[i]);
         xf_theirs += atomic_load_explicit(&s->owner, memory_order_relaxed) == xf_owner;
     }
@@ -574,25 +575,42 @@ static void *xf_allocate(void *arg) {
     return NULL;
 }
 
-TEST(mid_blocks_a_thread_cannot_keep_serve_every_thread) {
-    for (int i = 0; i < XF_N; i++) xf_given[i] = hak_malloc(XF_SIZE);
+/* The pattern above for blocks of size bytes: 1 if it went as it should. */
+static int xf_serve_every_thread(size_t size) {
+    xf_size = size;
+    xf_theirs = 0;
+    for (int i = 0; i < XF_N; i++) xf_given[i] = hak_malloc(size);
     xf_owner = hk_tls.heap->owner;
     struct hk_slab *s = hk_slab_of((uintptr_t)xf_given[0]);
     pthread_t t;
-    struct given g = {xf_given, XF_N, XF_SIZE};
+    struct given g = {xf_given, XF_N, size};
     pthread_create(&t, NULL, free_given, &g);
     pthread_join(t, NULL);
     pthread_create(&t, NULL, xf_allocate, NULL);
     pthread_join(t, NULL);
+    int ok = 1;
 #ifdef HK_HARDENED
-    CHECKF(xf_theirs == 0, "%d blocks of the owner's spans", xf_theirs); /* no transfer lists */
+    ok = xf_theirs == 0; /* no transfer lists */
 #else
-    CHECKF(xf_theirs >= XF_TAKE * 4 / 5, "%d of %d blocks from the owner's spans", xf_theirs,
-           XF_TAKE);
+    ok = xf_theirs >= XF_TAKE * 4 / 5;
 #endif
-    /* Nothing waits anywhere once the owner has flushed: its spans are empty. */
+    if (!ok) fprintf(stderr, "  %d of %d blocks from the owner's slabs\n", xf_theirs, XF_TAKE);
+    /* Nothing waits anywhere once the owner has flushed: its slabs are empty. */
     hk_heap_flush();
-    CHECKF(hk_heap_slab_live(s) == 0, "%u blocks of the first span live", hk_heap_slab_live(s));
+    if (hk_heap_slab_live(s) != 0) {
+        fprintf(stderr, "  %u blocks of the first slab live\n", hk_heap_slab_live(s));
+        ok = 0;
+    }
+    return ok;
+}
+
+TEST(mid_blocks_a_thread_cannot_keep_serve_every_thread) {
+    CHECK(xf_serve_every_thread(40 * 1024));
+}
+
+TEST(big_small_blocks_a_thread_cannot_keep_serve_every_thread) {
+    CHECK(hk_class_of(8192) >= HK_XFER_FIRST && hk_class_of(8192) < HK_NSMALL);
+    CHECK(xf_serve_every_thread(8192));
 }
 
 /* A transfer list that no refill takes from goes home whole after HK_XFER_IDLE_MS, as the
@@ -603,18 +621,18 @@ TEST(an_idle_transfer_list_goes_home) {
     unsigned c = hk_slab_of((uintptr_t)b[0])->cls; /* the hardened build's guards need room */
     for (int i = 0; i < 3; i++) {
         hk_mark_free(b[i]);
-        CHECK(hk_xfer_put(c, b[i], hk_class_size[c]));
+        CHECK(hk_xfer_put(c, b[i], b[i], 1));
     }
     uint64_t t0 = hk_now_ms() + 1000; /* after any look the process has made */
     CHECK(hk_xfer_take_idle(t0, 0) == NULL); /* the first look: idle from now on */
     CHECK(hk_xfer_take_idle(t0 + HK_XFER_IDLE_MS - 1, 0) == NULL);
-    CHECK(hk_xfer_take(c) == b[2]);
+    CHECK(hk_xfer_take(c, 1) == b[2]);
     CHECK(hk_xfer_take_idle(t0 + HK_XFER_IDLE_MS + 1, 0) == NULL); /* taken from since */
     void *l = hk_xfer_take_idle(t0 + 2 * HK_XFER_IDLE_MS + 2, 0);
     int n = 0, found = 0;
     for (void *x = l; x; x = hk_link_get(x)) n++, found += x == b[0] || x == b[1];
     CHECKF(n == 2 && found == 2, "%d blocks came home, %d of them the list's", n, found);
-    CHECK(hk_xfer_take(c) == NULL);
+    CHECK(hk_xfer_take(c, 1) == NULL);
     for (int i = 0; i < 3; i++) {
         hk_mark_live(b[i]);
         hak_free(b[i]);
@@ -1824,6 +1842,7 @@ int main(void) {
     RUN(blocks_freed_here_are_reused_here);
     RUN(mid_blocks_freed_here_are_reused_here);
     RUN(mid_blocks_a_thread_cannot_keep_serve_every_thread);
+    RUN(big_small_blocks_a_thread_cannot_keep_serve_every_thread);
     RUN(an_idle_transfer_list_goes_home);
     RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
     RUN(a_burst_of_other_threads_blocks_beyond_the_room_goes_home);
