@@ -87,6 +87,7 @@ uaf-write-then-free           @ free:$double                @ free:$double
 uaf-write-remote              @ free:$corrupt               @ free:$corrupt
 uaf-write-mid                 @ -                           @ -
 uaf-write-mid-listed          @ malloc:$corrupt             @ (free|malloc):$corrupt
+uaf-write-listed              @ malloc:$corrupt             @ (free|malloc):$corrupt
 free-sized-wrong              @ -                           @ free_sized:$size
 free-aligned-sized-wrong      @ -                           @ free_aligned_sized:$size
 "

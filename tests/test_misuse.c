@@ -439,6 +439,25 @@ static void uaf_write_mid_listed(void) {
     for (int i = 0; i < LISTED; i++) free(p[i]);
     carry_on(LISTED_SIZE);
 }
+/* The same for a small class with a transfer list (8 KiB blocks): the blocks its stash cannot
+ * keep gather in the freeing thread and join the list in batches, at the latest at its exit. */
+enum { LISTED_SMALL = 8192 };
+static void *free_listed_small(void *arg) {
+    char **p = arg;
+    char *mine = fresh(LISTED_SMALL);
+    for (int i = 0; i < LISTED; i++) free(p[i]);
+    free(mine);
+    return NULL;
+}
+static void uaf_write_listed(void) {
+    static char *p[LISTED];
+    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SMALL);
+    on_another_thread(free_listed_small, p);
+    memset(p[LISTED - 1], 'F', 8);
+    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SMALL);
+    for (int i = 0; i < LISTED; i++) free(p[i]);
+    carry_on(LISTED_SMALL);
+}
 static void uaf_write_mid(void) {
     char *p = fresh(100000);
     free(p);
@@ -539,6 +558,7 @@ static const struct misuse cases[] = {
     C(uaf_write_remote, "use-after-free"),
     C(uaf_write_mid, "use-after-free"),
     C(uaf_write_mid_listed, "use-after-free"),
+    C(uaf_write_listed, "use-after-free"),
     C(free_sized_wrong, "mismatch"),
     C(free_aligned_sized_wrong, "mismatch"),
 };
