@@ -1559,9 +1559,12 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
     } else if (o != NULL && h->hooked && s->cls < HK_NSMALL) {
 #ifndef HK_HARDENED
         /* A big block of a class the thread allocates too goes to the class's transfer list
-         * (transfer.h). Not from a helper at work on an idle owner's inbox, which batches. */
+         * (transfer.h); not one of a slab adopted from an exited thread, which goes home as it
+         * would not be stashed (heap.h, "Reuse"), nor from a helper at work on an idle
+         * owner's inbox, which batches. */
         unsigned c = s->cls;
-        if (c >= HK_XFER_FIRST && !h->no_xfer && (h->allocated >> c & 1) && h == hk_tls.heap) {
+        if (c >= HK_XFER_FIRST && !h->no_xfer && (h->allocated >> c & 1) && h == hk_tls.heap &&
+            !__atomic_load_n(&s->nostash, __ATOMIC_RELAXED)) {
             hk_xpend_add(h, c, p);
             return;
         }

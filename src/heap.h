@@ -77,9 +77,9 @@
  * each of those once, and stashing would make each a block of another thread's slab for the
  * rest of its life, every free of it a slow one; larson with 16 threads), or one of this
  * thread's whose entry another slab took. Beyond the room, blocks go home: to their slab, or in
- * batches to their owner; a block of 5 KiB or more of a class the thread has allocated joins
- * the class's transfer list instead, for any thread's next refill (transfer.h; a small one
- * with others of its class, a batch at a time). A class that sat idle for a
+ * batches to their owner; a block of 1,280 bytes or more of a class the thread has allocated
+ * joins the class's transfer list instead, for any thread's next refill (transfer.h; a small
+ * one with others of its class, a batch at a time). A class that sat idle for a
  * tick (10 ms of slow-path activity without a refill of it or a change to its cache), or that
  * has no current slab, gives its cache back; so do trim and thread exit. Not in the hardened
  * build, whose caches hold blocks of the current slab only (its link check requires it) and
