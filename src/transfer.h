@@ -1,17 +1,18 @@
 /* Transfer lists: big blocks of other threads, offered to every thread's refill.
  *
- * A block of a class with a list (HK_XFER_FIRST and up: 1,280 bytes .. 1 MiB) freed by a thread
- * that does not own its slab goes first into the freeing thread's stash (heap.h, "Reuse"),
- * where that thread's next malloc of the class reuses it. A thread that cannot keep it (its
- * stash is full) and allocates the class too used to send it to the owner's inbox, where it
- * waited until the owner ran a refill, and then on the owner's slab until the owner's current
- * slab ran out: with more threads than cores, owners are often not running (at 16 threads on
- * 2 cores, 100-300 MB of mid blocks waited in inboxes beside 1 GB of heap), and a class of
- * big blocks left each of 16 threads a few slabs of free blocks of it.
- * Here such a block joins its class's transfer list instead, and the next refill of the class
- * by any thread takes it. A small block comes in a batch of up to HK_XFER_BATCH from its
- * freeing thread (heap.c, hk_xpend_add), and a refill takes up to as many; a mid block comes
- * and goes alone.
+ * A block of a class with a list (HK_XFER_FIRST and up: 1,280 bytes .. 1 MiB) freed by a
+ * thread that does not own its slab goes first into the freeing thread's stash (heap.h,
+ * "Reuse"), where that thread's next malloc of the class reuses it. A thread that cannot keep
+ * it (its stash is full) and allocates the class too used to send it to the owner's inbox,
+ * where it waited until the owner ran a refill, and then on the owner's slab until the
+ * owner's current slab ran out: with more threads than cores, owners are often not running
+ * (at 16 threads on 2 cores, 100-300 MB of mid blocks waited in inboxes beside 1 GB of heap),
+ * and a class of big blocks left each of 16 threads a few slabs of free blocks of it. Here
+ * such a block joins its class's transfer list instead, and the next refill of the class by
+ * any thread takes it. A small block comes in a batch of up to HK_XFER_BATCH from its freeing
+ * thread (heap.c, hk_xpend_add), a mid block alone; a refill takes one, so that the blocks go
+ * to whichever threads ask next (refills that took 8 kept shared_swap's 16 threads at 63 MiB
+ * against 59).
  *
  * A block on a list is marked free (block.h) and still counts as live in its slab, as a
  * stashed block does, so its slab cannot empty meanwhile (exact accounting: heap.h). Bounded
@@ -29,7 +30,7 @@
  * sharing blocks of mostly 16..128 bytes and a quarter of 129..2,048 (shared_swap) peaked at
  * 82 MiB against 72. */
 #define HK_XFER_FIRST 20u
-#define HK_XFER_BATCH 8u  /* most small blocks a batch brings or a refill takes */
+#define HK_XFER_BATCH 8u  /* most small blocks a batch brings */
 /* Most bytes a class's list holds (at least 2 blocks): a mid class's, a small class's. */
 #define HK_XFER_BYTES ((size_t)4 << 20)
 #define HK_XFER_SMALL_BYTES ((size_t)1 << 20)
