@@ -418,46 +418,32 @@ static void uaf_write_remote(void) {
     memset(p, 'D', 16);
     carry_on(64);
 }
-/* A write to a mid block waiting on its class's transfer list (src/transfer.h): a thread that
- * allocates the class frees 40 of another thread's blocks, more than its stash holds, and the
- * rest (all of them once it exits) join the list; the write breaks the last one's link, which
+/* A write to a block waiting on its class's transfer list (src/transfer.h): a thread that
+ * allocates the class frees 40 of another thread's blocks of n bytes, more than its stash
+ * holds, and the rest (all of them once it exits) join the list (a mid block alone, a small
+ * one in a batch gathered by the freeing thread); the write breaks the last one's link, which
  * a later malloc of the class must not follow. */
-enum { LISTED = 40, LISTED_SIZE = 40 * 1024 };
+enum { LISTED = 40 };
+static char *listed[LISTED];
+static size_t listed_size;
 static void *free_listed(void *arg) {
-    char **p = arg;
-    char *mine = fresh(LISTED_SIZE); /* the thread allocates the class */
-    for (int i = 0; i < LISTED; i++) free(p[i]);
+    (void)arg;
+    char *mine = fresh(listed_size); /* the thread allocates the class */
+    for (int i = 0; i < LISTED; i++) free(listed[i]);
     free(mine);
     return NULL;
 }
-static void uaf_write_mid_listed(void) {
-    static char *p[LISTED];
-    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SIZE);
-    on_another_thread(free_listed, p);
-    memset(p[LISTED - 1], 'F', 8);
-    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SIZE);
-    for (int i = 0; i < LISTED; i++) free(p[i]);
-    carry_on(LISTED_SIZE);
+static void uaf_write_listed_of(size_t n) {
+    listed_size = n;
+    for (int i = 0; i < LISTED; i++) listed[i] = fresh(n);
+    on_another_thread(free_listed, NULL);
+    memset(listed[LISTED - 1], 'F', 8);
+    for (int i = 0; i < LISTED; i++) listed[i] = fresh(n);
+    for (int i = 0; i < LISTED; i++) free(listed[i]);
+    carry_on(n);
 }
-/* The same for a small class with a transfer list (8 KiB blocks): the blocks its stash cannot
- * keep gather in the freeing thread and join the list in batches, at the latest at its exit. */
-enum { LISTED_SMALL = 8192 };
-static void *free_listed_small(void *arg) {
-    char **p = arg;
-    char *mine = fresh(LISTED_SMALL);
-    for (int i = 0; i < LISTED; i++) free(p[i]);
-    free(mine);
-    return NULL;
-}
-static void uaf_write_listed(void) {
-    static char *p[LISTED];
-    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SMALL);
-    on_another_thread(free_listed_small, p);
-    memset(p[LISTED - 1], 'F', 8);
-    for (int i = 0; i < LISTED; i++) p[i] = fresh(LISTED_SMALL);
-    for (int i = 0; i < LISTED; i++) free(p[i]);
-    carry_on(LISTED_SMALL);
-}
+static void uaf_write_mid_listed(void) { uaf_write_listed_of(40 * 1024); }
+static void uaf_write_listed(void) { uaf_write_listed_of(8192); }
 static void uaf_write_mid(void) {
     char *p = fresh(100000);
     free(p);
