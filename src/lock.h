@@ -11,12 +11,14 @@
 #include "common.h"
 #include "stats.h"
 
+/* A line of its own: locks come in arrays of stripes, and two stripes on one line would make
+ * the threads working on different shards pass that line between their cores all the same. */
 struct hk_lock {
     pthread_mutex_t m;
     /* Written only by the holder (a load and a store, no read-modify-write); read by reports
      * at any time. */
     _Atomic uint64_t taken, waited;
-};
+} __attribute__((aligned(64)));
 
 #define HK_LOCK_INIT {PTHREAD_MUTEX_INITIALIZER, 0, 0}
 

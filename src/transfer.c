@@ -23,7 +23,8 @@ static struct {
     /* hk_xfer_take_idle's (under hk_xfer_check): the events at its last look, and since when
      * the list has held blocks that no refill took from. */
     uint64_t seen, since;
-} hk_xfer[HK_NXFER];
+} __attribute__((aligned(64))) hk_xfer[HK_NXFER]; /* a line each: every refill of a class reads
+                                                   * its count, and its puts and takes write it */
 
 /* Whether n, the link of a block on class c's list, is one too: NULL, or a carved block start
  * of a span of class c that carries the free mark. A program that writes to a block after freeing
