@@ -96,6 +96,25 @@ static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
     h->room_given[c] = (uint16_t)now;
     h->taken[c] = r - now;
 }
+
+/* The room that frees took from all classes since the rooms were last set. */
+static uint64_t hk_rooms_used(const struct hk_heap *h) {
+    uint64_t used = 0;
+    for (unsigned c = 0; c < HK_NCLASS; c++)
+        used += hk_room_used(h, c);
+    return used;
+}
+
+/* The thread's small frees since the last choice between the two ways to free
+ * (hk_heap_choose_free), used the rooms' hk_rooms_used. The fast path counts nothing, but each
+ * free there takes 1 from its class's room: the room used (counted when a room is set,
+ * hk_room_set, and in the rooms in use) less what slow paths put into caches is what the fast
+ * path took; and every small free puts its block into a cache, or is refused by
+ * hk_free_by_meta (of the refused, the full path puts some into a cache: fpushed). */
+static uint64_t hk_small_frees(const struct hk_heap *h, uint64_t used) {
+    uint64_t room = h->fused + used - h->fused_seen;
+    return (room > h->fpushed ? room - h->fpushed : 0) + h->frefused;
+}
 #endif
 
 /* The calling thread has just left `bytes` idle (now): once what it left idle within a tick,
@@ -162,7 +181,34 @@ static void hk_owned_grow(struct hk_heap *h);
  * to the slow path with a first table of 64 entries. */
 static void hk_owned_missed(struct hk_heap *h, uint32_t n) {
     h->omiss += n;
-    if (h->omiss >= ((h->omask >> 5) + 1) / 4) hk_owned_grow(h);
+    if (h->omiss < h->ogrow_at) return;
+#ifndef HK_HARDENED
+    /* Misses that are few beside the frees that hit do not pay for a larger table: a thread
+     * that owns some 100 slabs has a few pairs of them share an entry in any table, and a
+     * fast one misses a quarter of its table's size within a tick all the same. larson's
+     * threads, each living a couple of milliseconds on 16 cores, grew to 4,096 entries, too
+     * large to stay with their records, and so mapped and unmapped a table each (the
+     * mappings' faults doubled its page faults, and an unmapping stops every core the process
+     * runs on). Weighed again when the misses have doubled. */
+    uint64_t frees = hk_small_frees(h, hk_rooms_used(h));
+    frees = frees > h->ofrees ? frees - h->ofrees : 0;
+    if ((uint64_t)h->omiss * HK_OWNED_MISS_SHARE < frees) {
+        h->ogrow_at = h->omiss * 2;
+        return;
+    }
+#endif
+    hk_owned_grow(h);
+}
+
+/* Starts counting the table's misses afresh (at a tick, or a new table): it grows once a
+ * quarter of its size missed it, if that is 1 in HK_OWNED_MISS_SHARE of the small frees
+ * since. */
+static void hk_owned_window(struct hk_heap *h) {
+    h->omiss = 0;
+    h->ogrow_at = (uint32_t)((h->omask >> 5) + 1) / 4;
+#ifndef HK_HARDENED
+    h->ofrees = hk_small_frees(h, hk_rooms_used(h));
+#endif
 }
 
 /* Gives small slab s the entry of its index (a slab there loses it: its frees take the slow
@@ -216,7 +262,7 @@ static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
     h->otab = t;
     h->oslab = t == h->owned ? h->owned_slab : (struct hk_slab **)(t + n);
     h->omask = (uintptr_t)(n - 1) << 5;
-    h->omiss = 0;
+    hk_owned_window(h);
     hk_free_view(h);
     if (old == h->owned || old == &hk_owned_none) return;
     if (oldn <= HK_OWNED_SPARE && oldn > h->ospare_n) {
@@ -1171,18 +1217,11 @@ static void hk_heap_set_free_any(struct hk_heap *h, unsigned any) {
                  NULL, 0, NULL, 0, NULL, 0);
 }
 
-/* At a tick: chooses how the thread frees from its small frees since the last choice. The
- * fast path counts nothing, but each free there takes 1 from its class's room: the room used
- * (counted when a room is set, hk_room_set, and now for the rooms in use) less what slow
- * paths put into caches is what the fast path took. */
+/* At a tick: chooses how the thread frees from its small frees since the last choice
+ * (hk_small_frees). */
 static void hk_heap_choose_free(struct hk_heap *h) {
-    uint64_t used = 0;
-    for (unsigned c = 0; c < HK_NCLASS; c++)
-        used += hk_room_used(h, c);
-    /* Every small free puts its block into a cache (and takes 1 from the room), or is refused
-     * by hk_free_by_meta; of the refused, the full path puts some into a cache (fpushed). */
-    uint64_t room = h->fused + used - h->fused_seen;
-    uint64_t all = (room > h->fpushed ? room - h->fpushed : 0) + h->frefused;
+    uint64_t used = hk_rooms_used(h);
+    uint64_t all = hk_small_frees(h, used);
     if (all < HK_FREE_CHOICE_MIN) return;
     /* Freeing by the table, every free the second try saw missed the table; by slab
      * metadata, those of other threads' blocks would have. */
@@ -1209,7 +1248,6 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     h->next_tick = now + HK_TICK_MS;
     uint64_t delay = hk_pol_purge_delay();
     uint64_t older = now > delay ? now - delay + 1 : 0;
-    h->omiss = 0; /* the table grows for misses within a tick (hk_owned_missed) */
 #ifndef HK_HARDENED
     hk_xpend_flush_all(h, 0); /* blocks on their way to transfer lists wait a tick at most */
 #endif
@@ -1244,6 +1282,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
 #ifndef HK_HARDENED
     if (!hk_counting) hk_heap_choose_free(h);
 #endif
+    hk_owned_window(h); /* the table grows for misses within a tick (hk_owned_missed) */
 }
 
 /* Runs the tick if the clock says one is due. */

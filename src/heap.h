@@ -136,6 +136,9 @@
  * table. */
 #define HK_OWNED 64
 #define HK_OWNED_MAX ((size_t)1 << 18)
+/* The table grows only where those misses are 1 in this many of the thread's small frees or
+ * more (heap.c, hk_owned_missed): some 100 slabs share a few entries in a table of any size. */
+#define HK_OWNED_MISS_SHARE 16
 /* The largest table a heap record keeps when it moves to another, or its thread exits, for its
  * next growth (heap.c, hk_owned_grow): 40 KiB. */
 #define HK_OWNED_SPARE ((size_t)1 << 10)
@@ -248,6 +251,8 @@ struct hk_heap {
     uint64_t rng;                         /* hk_heap_random's state (0 until first used) */
     uint32_t omiss;                       /* misses of the owned-slab table since the last
                                            * tick or growth (heap.c, hk_owned_missed) */
+    uint32_t ogrow_at;                    /* omiss at which the table is weighed for growth */
+    uint64_t ofrees;                      /* small frees counted then (hk_small_frees) */
     struct hk_owned owned[HK_OWNED];      /* the first owned-slab table */
     struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each of its entries */
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is

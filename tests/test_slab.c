@@ -220,39 +220,48 @@ enum { MG_MAX = 4 * HK_OWNED * 64 };
 static void *mg_block[MG_MAX];
 static struct hk_slab *mg_slab[4 * HK_OWNED];
 
-static void *misses_grow(void *arg) {
-    (void)arg;
-    struct hk_slab *a = NULL, *b = NULL;
-    int n = 0, k = 0, ok = 1;
-    /* Blocks until a new slab falls to the entry of one before: the first, full, loses it. */
-    while (!b && n < MG_MAX) {
+/* Allocates 1 KiB blocks until a new slab falls to the entry of one before, then frees a
+ * block of that first, full slab, which takes its entry back: the current slab (*b) has none,
+ * and every free of its block mg_block[*last] misses the table. Returns the blocks allocated
+ * (mg_block[0 .. n)), or 0 if that failed. */
+static int mg_miss_setup(struct hk_slab **b, int *last) {
+    struct hk_slab *a = NULL;
+    int n = 0, k = 0;
+    *b = NULL;
+    while (!*b && n < MG_MAX) {
         void *p = mg_block[n++] = hak_malloc(1024);
         struct hk_slab *s = hk_slab_of((uintptr_t)p);
         if (k > 0 && s == mg_slab[k - 1]) continue;
         struct hk_heap *h = hk_tls.heap;
-        for (int j = 0; j < k && !b; j++)
+        for (int j = 0; j < k && !*b; j++)
             if (hk_owned_at(h, (uintptr_t)hk_slab_base(mg_slab[j])) ==
                 hk_owned_at(h, (uintptr_t)hk_slab_base(s)))
-                a = mg_slab[j], b = s;
+                a = mg_slab[j], *b = s;
         mg_slab[k++] = s;
     }
-    if (!b || hk_heap_table_size() != HK_OWNED) {
+    if (!*b || hk_heap_table_size() != HK_OWNED) {
         fprintf(stderr, "  no two slabs share an entry of the first table (%d slabs, %zu entries)\n",
                 k, hk_heap_table_size());
-        ok = 0;
+        return 0;
     }
-    /* A block of the full slab: it takes its entry back, and the current slab has none. */
-    int last = n - 1;
-    for (int i = 0; i < n && ok; i++)
+    *last = n - 1;
+    for (int i = 0; i < n; i++)
         if (hk_slab_of((uintptr_t)mg_block[i]) == a) {
             hak_free(mg_block[i]);
             mg_block[i] = NULL;
             break;
         }
-    if (ok && (!hk_heap_has_entry(a) || hk_heap_has_entry(b))) {
+    if (!hk_heap_has_entry(a) || hk_heap_has_entry(*b)) {
         fprintf(stderr, "  the full slab did not take its entry back\n");
-        ok = 0;
+        return 0;
     }
+    return n;
+}
+
+static void *misses_grow(void *arg) {
+    (void)arg;
+    struct hk_slab *b;
+    int last, n = mg_miss_setup(&b, &last), ok = n > 0;
     for (int i = 0; i < 1000 && ok; i++) {
         hak_free(mg_block[last]);
         mg_block[last] = hak_malloc(1024);
@@ -267,6 +276,42 @@ static void *misses_grow(void *arg) {
 }
 
 TEST(frees_that_miss_the_table_grow_it) { CHECK(in_new_thread(misses_grow)); }
+
+/* The same misses, each beside 40 frees that hit the table, leave it as it is: a thread with
+ * some 100 slabs has a few pairs of them share an entry in a table of any size, and growing
+ * for those (larson's threads, to 4,096 entries) mapped and unmapped a table a thread. */
+static void *few_misses(void *arg) {
+    (void)arg;
+    struct hk_slab *b;
+    int last, n = mg_miss_setup(&b, &last), ok = n > 0;
+    /* Blocks of a class whose slab has an entry of its own. */
+    size_t size = 0;
+    for (size_t z = 48; z <= 512 && ok && !size; z += 16) {
+        void *q = hak_malloc(z);
+        if (hk_heap_has_entry(hk_slab_of((uintptr_t)q))) size = z;
+        hak_free(q);
+    }
+    if (ok && !size) {
+        fprintf(stderr, "  no class of 48..512 bytes has a slab with an entry\n");
+        ok = 0;
+    }
+    for (int i = 0; i < 1000 && ok; i++) {
+        for (int j = 0; j < 40; j++) hak_free(hak_malloc(size));
+        hak_free(mg_block[last]);
+        mg_block[last] = hak_malloc(1024);
+    }
+    if (ok && hk_heap_table_size() != HK_OWNED) {
+        fprintf(stderr, "  table of %zu entries after 1000 misses beside 40,000 hits\n",
+                hk_heap_table_size());
+        ok = 0;
+    }
+    for (int i = 0; i < n; i++) hak_free(mg_block[i]);
+    return (void *)(uintptr_t)ok;
+}
+
+#ifndef HK_HARDENED
+TEST(few_misses_beside_many_hits_leave_the_table) { CHECK(in_new_thread(few_misses)); }
+#endif
 
 /* A thread's grown table stays with its heap record when the thread exits, and the next
  * thread that takes the record grows into it instead of mapping another: one thread grows its
@@ -715,6 +760,9 @@ int main(void) {
     RUN(frees_to_slabs_beyond_the_table_are_exact);
     RUN(a_thread_with_many_slabs_gets_a_larger_table);
     RUN(frees_that_miss_the_table_grow_it);
+#ifndef HK_HARDENED
+    RUN(few_misses_beside_many_hits_leave_the_table);
+#endif
     RUN(a_thread_of_one_block_holds_three_pages_of_heap_record);
     RUN(a_grown_table_stays_with_its_record);
     RUN(own_frees_are_the_next_blocks);
