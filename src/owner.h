@@ -41,6 +41,10 @@ struct hk_owner {
      * then flags the owner's heap; the heap says whether it is busy. */
     _Atomic unsigned claim;     /* nonzero while a helper holds the record */
     _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
+    /* Helps in a row that found the owner had not taken its inbox since the one before
+     * (heap.c, "Idle owners"): written by the helper holding claim, cleared by the owner
+     * when it takes its inbox and when a thread sets the record up. */
+    _Atomic uint32_t idle_helps;
     _Atomic uint64_t takes;     /* how often the inbox was taken (hk_owner_take) */
     _Atomic uint64_t seen;      /* the last scan for idle owners: takes * 2, + 1 if blocks
                                  * were waiting */
