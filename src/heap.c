@@ -475,9 +475,8 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * cannot see membarrier's ordering, too. */
 
 #define HK_HELP_MS 10
-/* Helps in a row without a take by the owner after which its partial slabs go (at least
- * 2 scans apart each: 100 ms or more). */
-#define HK_IDLE_HELPS 5
+/* An owner that was helped and has run no tick for this long loses its partial slabs. */
+#define HK_IDLE_MS 100
 
 /* A helper has claimed the calling thread's heap: waits until it is done. */
 static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_heap *h) {
@@ -533,8 +532,16 @@ static void hk_batch_flush_all(struct hk_heap *h);
 static void hk_heap_give_up_partial(struct hk_heap *oh, uint64_t now);
 #endif
 
+/* Whether record o's owner was helped since it last took its inbox, and has run no tick for
+ * HK_IDLE_MS (at time now). */
+static int hk_heap_idle(struct hk_owner *o, uint64_t now) {
+    uint64_t t = atomic_load_explicit(&o->last_tick, memory_order_relaxed);
+    return atomic_load_explicit(&o->helped, memory_order_relaxed) && now > t &&
+           now - t >= HK_IDLE_MS;
+}
+
 /* Applies the inbox of record o, whose owner has not taken it, if the owner is not in a slow
- * path now. */
+ * path now; and lets an idle owner's partial slabs go. */
 static void hk_heap_help(struct hk_owner *o) {
     unsigned free_claim = 0;
     /* seq_cst, with the load of heap below: against the exiting owner's store of NULL and its
@@ -544,6 +551,7 @@ static void hk_heap_help(struct hk_owner *o) {
         return;
     struct hk_heap *oh = atomic_load_explicit(&o->heap, memory_order_seq_cst);
     if (oh == NULL) {
+        atomic_store_explicit(&o->helped, 0, memory_order_relaxed); /* nothing to let go */
         atomic_store_explicit(&o->claim, 0, memory_order_release);
         return;
     }
@@ -561,15 +569,19 @@ static void hk_heap_help(struct hk_owner *o) {
             hk_heap_free_lists(oh, lists);
             hk_batch_flush_all(oh); /* blocks passed on to other threads */
             HK_STAT_INC(inbox_helps);
-            /* An owner that has taken none of its inbox over this many helps has not refilled
-             * for a while (each help waits for blocks to wait a whole scan): its partial
-             * slabs, which only it allocates from, go to the orphans for any thread to adopt. */
-            uint32_t idle = atomic_load_explicit(&o->idle_helps, memory_order_relaxed) + 1;
-            atomic_store_explicit(&o->idle_helps, idle, memory_order_relaxed);
-#ifndef HK_HARDENED /* whose free's fast path frees onto the slab of the entry it read */
-            if (idle >= HK_IDLE_HELPS) hk_heap_give_up_partial(oh, hk_now_ms());
+#ifndef HK_HARDENED
+            atomic_store_explicit(&o->helped, 1, memory_order_relaxed);
 #endif
         }
+#ifndef HK_HARDENED /* whose free's fast path frees onto the slab of the entry it read */
+        /* An owner that others' frees reached and that has run no slow path for a while: its
+         * partial slabs, which only it allocates from, go to the orphans for any thread to
+         * adopt (hk_heap_idle). */
+        if (hk_heap_idle(o, hk_now_ms())) {
+            hk_heap_give_up_partial(oh, hk_now_ms());
+            atomic_store_explicit(&o->helped, 0, memory_order_relaxed);
+        }
+#endif
     }
     errno = err;
     atomic_store_explicit(&oh->claimed, 0, memory_order_release);
@@ -594,8 +606,10 @@ static void hk_heap_help_idle(struct hk_heap *h, uint64_t now) {
         uint64_t was = atomic_exchange_explicit(&o->seen, now_seen, memory_order_relaxed);
         /* Blocks wait now and waited at the last scan, and the inbox was not taken since:
          * the oldest of them has waited a whole scan period. */
-        if (waiting && was == now_seen && o != h->owner && hk_membarrier_ok() &&
-            hk_owner_trylock()) {
+        /* Or nothing waits, but the owner has been idle since a help brought its slabs free
+         * blocks (one burst of frees, then none). */
+        if (((waiting && was == now_seen) || (!waiting && hk_heap_idle(o, now))) &&
+            o != h->owner && hk_membarrier_ok() && hk_owner_trylock()) {
             hk_heap_help(o);
             hk_owner_unlock();
         }
@@ -1260,6 +1274,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     HK_ASSERT(h == hk_tls.heap); /* a helper never runs an owner's tick (hk_heap_emptied) */
     uint64_t last = h->next_tick > HK_TICK_MS ? h->next_tick - HK_TICK_MS : 0; /* last tick */
     h->next_tick = now + HK_TICK_MS;
+    if (h->owner) atomic_store_explicit(&h->owner->last_tick, now, memory_order_relaxed);
     uint64_t delay = hk_pol_purge_delay();
     uint64_t older = now > delay ? now - delay + 1 : 0;
 #ifndef HK_HARDENED
@@ -1693,8 +1708,8 @@ static void hk_heap_free_lists(struct hk_heap *h, void *lists[HK_LANES]) {
 static void hk_heap_drain(struct hk_heap *h) {
     void *lists[HK_LANES];
     hk_owner_take(h->owner, lists);
-    if (HK_UNLIKELY(atomic_load_explicit(&h->owner->idle_helps, memory_order_relaxed)))
-        atomic_store_explicit(&h->owner->idle_helps, 0, memory_order_relaxed); /* not idle */
+    if (HK_UNLIKELY(atomic_load_explicit(&h->owner->helped, memory_order_relaxed)))
+        atomic_store_explicit(&h->owner->helped, 0, memory_order_relaxed); /* not idle */
     h->draining = !h->no_stash; /* a trim keeps nothing */
     hk_heap_free_lists(h, lists);
     h->draining = 0;
@@ -2131,7 +2146,8 @@ static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want) {
     struct hk_owner *parked = want && hk_owner_unpark_this(want) ? want : hk_owner_unpark(0);
     h->owner = parked ? parked : hk_owner_new();
     if (!h->owner) return 0;
-    atomic_store_explicit(&h->owner->idle_helps, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->owner->helped, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->owner->last_tick, hk_now_ms(), memory_order_relaxed);
     if (h->otab == &hk_owned_none) {
         if (h->exiting) { /* torn down before: its first table holds what it last held */
             memset(h->owned, 0, sizeof h->owned);
@@ -2259,6 +2275,7 @@ static void hk_heap_give_up_partial(struct hk_heap *oh, uint64_t now) {
             next = s->next;
             hk_partial_unlink(oh, s);
             hk_owned_clear(oh, s);
+            s->let_go = 1; /* read under the orphans' stripe, which abandon takes */
             hk_heap_let_go(s, now, &orphans);
             any = 1;
         }

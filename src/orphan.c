@@ -63,7 +63,10 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     if ((s = hk_orphan_partial[c]) != NULL) {
         hk_orphan_partial_unlink(s);
         s->list = HK_LIST_NONE;
-        __atomic_store_n(&s->nostash, 1, __ATOMIC_RELAXED);
+        /* A slab an exited thread left: its blocks, freed once each by whoever inherited them,
+         * go home (heap.h, "Reuse"). One an idle owner let go serves as the adopter's own. */
+        __atomic_store_n(&s->nostash, !s->let_go, __ATOMIC_RELAXED);
+        s->let_go = 0;
         atomic_store_explicit(&s->owner, o, memory_order_release);
         HK_STAT_INC(slab_adopt);
         if (HK_TRACING(HK_T_THREAD))

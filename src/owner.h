@@ -41,10 +41,13 @@ struct hk_owner {
      * then flags the owner's heap; the heap says whether it is busy. */
     _Atomic unsigned claim;     /* nonzero while a helper holds the record */
     _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
-    /* Helps in a row that found the owner had not taken its inbox since the one before
-     * (heap.c, "Idle owners"): written by the helper holding claim, cleared by the owner
-     * when it takes its inbox and when a thread sets the record up. */
-    _Atomic uint32_t idle_helps;
+    /* Set by a helper that applied the inbox (heap.c, "Idle owners"), cleared by the owner
+     * when it takes its inbox, by a thread that sets the record up, and when its partial
+     * slabs are let go. */
+    _Atomic uint32_t helped;
+    /* When the owner last ran its tick (hk_now_ms), written at most once a tick: a thread
+     * that has not for HK_IDLE_MS runs no slow path, and allocates from no partial slab. */
+    _Atomic uint64_t last_tick;
     _Atomic uint64_t takes;     /* how often the inbox was taken (hk_owner_take) */
     _Atomic uint64_t seen;      /* the last scan for idle owners: takes * 2, + 1 if blocks
                                  * were waiting */

@@ -70,7 +70,11 @@ struct hk_slab {
      * formatted; so free's second try tests one byte, not the owner and a flag. A hint, read
      * racily. */
     uint8_t nostash;
-    uint8_t pad0[2];
+    /* An orphan let go by a live, idle owner (heap.c, hk_heap_give_up_partial), not left by an
+     * exited thread: its adopter serves its blocks as its own, and others stash them again.
+     * Under the orphans' lock stripe; cleared when adopted or formatted. */
+    uint8_t let_go;
+    uint8_t pad0[1];
     uint32_t bsize;    /* block size */
     uint32_t capacity; /* blocks that fit */
     uint32_t carved;   /* blocks carved so far (carving is lazy, in batches) */

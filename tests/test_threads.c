@@ -303,19 +303,21 @@ TEST(a_blocked_owner_is_helped_while_frees_keep_coming) {
     for (int i = freed; i < ST_N; i++) hak_free(blocks[i]);
 }
 
-/* Blocks freed into an owner that stays blocked are not stranded on its slabs: once helpers
- * have applied its inbox a few times in a row without it taking any (it has not refilled), its
- * partial slabs go to the orphans, and another thread's refill adopts one. The owner allocates
- * 64-byte blocks and blocks; a thread that only frees sends all but every 64th home in bursts
- * (the slabs stay partial); this thread allocates the class until a block of the owner's slabs
- * comes back. Before, none did (larson's main thread held 348 slabs, 98% of them free). */
+/* Blocks freed into an owner that stays blocked are not stranded on its slabs: once a helper
+ * has applied its inbox and the owner has run no slow path for HK_IDLE_MS, its partial slabs
+ * go to the orphans, and another thread's refill adopts one. The owner allocates 64-byte
+ * blocks and blocks; a thread that only frees sends all but every 64th home, in bursts or at
+ * once (the slabs stay partial); this thread allocates the class until a block of the owner's
+ * slabs comes back. Before, none did (larson's main thread held 348 slabs, 98% of them
+ * free). */
 enum { IP_N = NB, IP_KEEP = 64, IP_BURST = 256 }; /* the owner: alloc_then_block */
 static atomic_int ip_stop;
+static int ip_bursts; /* frees in bursts 5 ms apart, or all at once */
 
 static void *ip_stream(void *arg) {
     (void)arg;
     for (int i = 0; i < IP_N && !atomic_load(&ip_stop); i++) {
-        if (i % IP_BURST == IP_BURST - 1) usleep(5000);
+        if (ip_bursts && i % IP_BURST == IP_BURST - 1) usleep(5000);
         if (i % IP_KEEP == 0) continue;
         hak_free(blocks[i]);
         blocks[i] = NULL;
@@ -331,8 +333,9 @@ static int ip_of_owner(void *p, struct hk_slab *const *own, int n) {
 }
 
 #ifndef HK_HARDENED /* hardened: the slabs stay (heap.c, hk_heap_help) */
-TEST(an_idle_owners_partial_slabs_serve_other_threads) {
+static void idle_owner_serves(int bursts) {
     pthread_t owner, f;
+    ip_bursts = bursts;
     if (!start_blocked_owner(alloc_then_block, ready_pipe, go_pipe, &owner)) return;
     static struct hk_slab *own[IP_N / 64 + 8];
     int nown = 0;
@@ -362,6 +365,10 @@ TEST(an_idle_owners_partial_slabs_serve_other_threads) {
     release_blocked_owner(owner, ready_pipe, go_pipe);
     for (int i = 0; i < IP_N; i++) hak_free(blocks[i]);
 }
+
+TEST(an_idle_owners_partial_slabs_serve_other_threads) { idle_owner_serves(1); }
+/* One burst, then nothing: the owner was helped once, and stays idle. */
+TEST(an_owner_idle_after_one_burst_lets_its_slabs_go) { idle_owner_serves(0); }
 #endif
 
 /* A thread that only frees exited threads' blocks never refills, so its inbox waits and other
@@ -1933,6 +1940,7 @@ int main(void) {
     RUN(a_blocked_owner_is_helped_while_frees_keep_coming);
 #ifndef HK_HARDENED
     RUN(an_idle_owners_partial_slabs_serve_other_threads);
+    RUN(an_owner_idle_after_one_burst_lets_its_slabs_go);
 #endif
     RUN(a_thread_freeing_orphans_while_helped_loses_nothing);
     TEST_MAIN_END();
