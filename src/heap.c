@@ -106,11 +106,11 @@ static uint64_t hk_rooms_used(const struct hk_heap *h) {
 }
 
 /* The thread's small frees since the last choice between the two ways to free
- * (hk_heap_choose_free), used the rooms' hk_rooms_used. The fast path counts nothing, but each
- * free there takes 1 from its class's room: the room used (counted when a room is set,
- * hk_room_set, and in the rooms in use) less what slow paths put into caches is what the fast
- * path took; and every small free puts its block into a cache, or is refused by
- * hk_free_by_meta (of the refused, the full path puts some into a cache: fpushed). */
+ * (hk_heap_choose_free), given `used`, the rooms' hk_rooms_used. The fast path counts
+ * nothing, but each free there takes 1 from its class's room: the room used (counted when a
+ * room is set, hk_room_set, and in the rooms in use) less what slow paths put into caches is
+ * what the fast path took; and every small free puts its block into a cache, or is refused
+ * by hk_free_by_meta (of the refused, the full path puts some into a cache: fpushed). */
 static uint64_t hk_small_frees(const struct hk_heap *h, uint64_t used) {
     uint64_t room = h->fused + used - h->fused_seen;
     return (room > h->fpushed ? room - h->fpushed : 0) + h->frefused;

@@ -45,8 +45,8 @@ struct hk_owner {
      * when it takes its inbox, by a thread that sets the record up, and when its partial
      * slabs are let go. */
     _Atomic uint32_t helped;
-    /* When the owner last ran its tick (hk_now_ms), written at most once a tick: a thread
-     * that has not for HK_IDLE_MS runs no slow path, and allocates from no partial slab. */
+    /* When the owner last ran its tick (hk_now_ms), written once a tick: a thread that has
+     * not ticked for HK_IDLE_MS has run no slow path, and so has taken no partial slab. */
     _Atomic uint64_t last_tick;
     _Atomic uint64_t takes;     /* how often the inbox was taken (hk_owner_take) */
     _Atomic uint64_t seen;      /* the last scan for idle owners: takes * 2, + 1 if blocks
