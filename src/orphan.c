@@ -135,6 +135,17 @@ int hk_orphan_free(struct hk_slab *s, void *p) {
     return 1;
 }
 
+/* Whether block b of a list given to hk_orphan_free_lists still carries the free mark its
+ * free gave it (the hardened build has no mark, and makes no such lists). */
+static inline int hk_orphan_listed(const void *b) {
+#ifdef HK_HARDENED
+    (void)b;
+    return 1;
+#else
+    return hk_marked_free(b);
+#endif
+}
+
 void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
     struct hk_slab *emptied = NULL;
     void *owned = NULL;
@@ -149,13 +160,20 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
             void *b = lists[c];
             lists[c] = NULL;
             while (b) {
+                /* Every block here was marked free when it joined the list: one without its
+                 * mark, or outside every SuperSlab, was written to after its free (its link
+                 * with it), and the rest of the list is not followed. */
+                if (HK_UNLIKELY(!hk_is_superslab((uintptr_t)b) || !hk_orphan_listed(b))) {
+                    hk_report("free", b, "corrupted free list (a freed block was written to)");
+                    break; /* the rest of the list is lost */
+                }
                 /* The blocks of one slab that follow each other: a run. A small slab is its
                  * own slot, so blocks of one slot are blocks of one slab. */
                 uintptr_t slot = (uintptr_t)b >> HK_SLAB_SHIFT;
                 struct hk_slab *s = hk_slot_of((uintptr_t)b);
                 void *head = b, *tail = b, *nb = hk_link_get(b);
                 uint32_t n = 1;
-                while (nb && (uintptr_t)nb >> HK_SLAB_SHIFT == slot) {
+                while (nb && (uintptr_t)nb >> HK_SLAB_SHIFT == slot && hk_orphan_listed(nb)) {
                     tail = nb;
                     nb = hk_link_get(nb);
                     n++;

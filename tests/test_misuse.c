@@ -418,6 +418,26 @@ static void uaf_write_remote(void) {
     memset(p, 'D', 16);
     carry_on(64);
 }
+/* A write to a block waiting in the freeing thread's batch for orphans (the blocks of slabs
+ * whose thread exited, src/heap.h): the thread that allocated them exits, a trim gives its
+ * heap up, and the main thread's free of one of them joins its batch; the write breaks that
+ * block's link and mark, which the batch, handed over at the next malloc's refill, must not
+ * follow. */
+static void *alloc_orphans(void *out) {
+    char **v = out;
+    for (int i = 0; i < 4; i++) v[i] = fresh(64);
+    return NULL;
+}
+static void uaf_write_orphan(void) {
+    char *v[4];
+    pthread_t t;
+    pthread_create(&t, NULL, alloc_orphans, v);
+    pthread_join(t, NULL);
+    malloc_trim(0); /* no thread takes the exited thread's heap: its slab is an orphan */
+    free(v[0]);
+    memset(v[0], 'E', 16);
+    carry_on(64);
+}
 /* A write to a block waiting on its class's transfer list (src/transfer.h): a thread that
  * allocates the class frees 40 of another thread's blocks of n bytes, more than its stash
  * holds, and the rest (all of them once it exits) join the list (a mid block alone, a small
@@ -542,6 +562,7 @@ static const struct misuse cases[] = {
     C(uaf_write_string, "use-after-free"),
     C(uaf_write_then_free, "use-after-free"),
     C(uaf_write_remote, "use-after-free"),
+    C(uaf_write_orphan, "use-after-free"),
     C(uaf_write_mid, "use-after-free"),
     C(uaf_write_mid_listed, "use-after-free"),
     C(uaf_write_listed, "use-after-free"),
