@@ -12,6 +12,8 @@ struct hk_config {
     unsigned large_cache_mb; /* HAKMEM_LARGE_CACHE_MB: most free large memory kept resident */
     unsigned large_arenas;   /* HAKMEM_LARGE_ARENAS: large-tier arenas (0: one per CPU) */
     unsigned soft_cap;       /* HAKMEM_SOFT_CAP: most empty 64 KiB slabs a thread keeps per class */
+    unsigned shared_blocks;  /* HAKMEM_SHARED_BLOCKS: a thread's first blocks of a small class
+                              * that come from the class's shared slab (orphan.h) */
     int ace;                 /* HAKMEM_ACE: adapt caps, caches and delays to demand */
     int bg_thread;           /* HAKMEM_BG_THREAD: a thread that purges on time */
     int stats;               /* HAKMEM_STATS: 0, HK_STATS_TEXT or HK_STATS_JSON at exit */

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "config.h"
 #include "large.h"
+#include "orphan.h"
 #include "policy.h"
 #include "pool.h"
 
@@ -20,6 +21,9 @@ void hk_decay_tick(uint64_t now) {
     if (now >= atomic_load_explicit(&hk_next_tick, memory_order_relaxed)) {
         atomic_store_explicit(&hk_next_tick, now + HK_DECAY_TICK_MS, memory_order_relaxed);
         hk_ace_update(now);
+#ifndef HK_HARDENED
+        hk_orphan_share_decay(now, 0); /* before the pool's: a slab it gives back may go too */
+#endif
         hk_pool_decay(now, 0);
         hk_large_decay(now, 0);
     }

@@ -184,6 +184,12 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
  * KiB: 188 MiB, and a class of 128 KiB or more stashes one block). */
 #define HK_MID_ROOM_BYTES (1024u * 1024)
 
+/* A thread's first blocks of a small class come from the class's shared slab (orphan.h) only
+ * while more than this many threads have heaps: a slab a class costs each thread a page or
+ * two, which matters where threads are many, and its own slabs keep its blocks beside its
+ * own (a write past one of them lands in the thread's own cache, where malloc finds it). */
+#define HK_SHARE_THREADS 32
+
 /* Remote frees are collected per destination owner and handed over a batch at a time, with
  * one CAS (owner.h): a batch goes when it holds HK_BATCH_BLOCKS blocks or HK_BATCH_BYTES
  * bytes, when its entry is wanted for another owner, when the thread refills, trims or
@@ -342,6 +348,14 @@ struct hk_heap {
     struct hk_heap *next_record;
     int tid;
     uint8_t parting;
+#ifndef HK_HARDENED
+    /* Blocks of each small class that the thread took from the class's shared slab (orphan.h,
+     * hk_orphan_share), up to HAKMEM_SHARED_BLOCKS; reset when a thread sets the heap up. */
+    uint8_t shared_n[HK_NSMALL];
+    /* Classes of which the thread took a slab of its own (hk_heap_fill), or its predecessor
+     * did, where it took over an exited thread's heap: it takes no shared blocks of them. */
+    uint64_t outgrew;
+#endif
 };
 
 /* retained_mask, refilled, allocated and room_sent hold a bit per class. */

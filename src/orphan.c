@@ -5,6 +5,7 @@
 #include "block.h"
 #include "clock.h"
 #include "lock.h"
+#include "policy.h"
 #include "pool.h"
 #include "report.h"
 #include "stats.h"
@@ -20,6 +21,11 @@ static struct hk_slab *hk_orphan_full[HK_NCLASS];    /* orphans without */
 /* Length of hk_orphan_partial[c], changed under the lock and read without it, so a refill
  * that has nothing to adopt does not take the lock. */
 static _Atomic unsigned hk_orphan_avail[HK_NCLASS];
+#ifndef HK_HARDENED
+/* Each small class's shared slab (orphan.h), NULL when it has none; changed under the class's
+ * stripe, read without it by hk_orphan_share_decay as a hint. */
+static struct hk_slab *_Atomic hk_orphan_shared[HK_NSMALL];
+#endif
 
 static void hk_orphan_partial_push(struct hk_slab *s) {
     s->list = HK_LIST_ORPHAN_PARTIAL;
@@ -30,6 +36,16 @@ static void hk_orphan_partial_push(struct hk_slab *s) {
 static void hk_orphan_partial_unlink(struct hk_slab *s) {
     hk_slab_list_unlink(&hk_orphan_partial[s->cls], s);
     atomic_fetch_sub_explicit(&hk_orphan_avail[s->cls], 1, memory_order_relaxed);
+}
+
+/* Under the lock: lists orphan s by whether it has free blocks (on its list, or to carve). */
+static void hk_orphan_list(struct hk_slab *s) {
+    if (s->free || s->carved < s->capacity) {
+        hk_orphan_partial_push(s);
+    } else {
+        s->list = HK_LIST_ORPHAN_FULL;
+        hk_slab_list_push(&hk_orphan_full[s->cls], s);
+    }
 }
 
 void hk_orphan_abandon(struct hk_slab *l) {
@@ -45,12 +61,7 @@ void hk_orphan_abandon(struct hk_slab *l) {
         /* seq_cst store: a remote pusher that still sees the old owner pushes into the
          * owner's inbox, which the exiting owner drains after this (see hk_heap_teardown). */
         atomic_store(&s->owner, NULL);
-        if (s->free || s->carved < s->capacity) {
-            hk_orphan_partial_push(s);
-        } else {
-            s->list = HK_LIST_ORPHAN_FULL;
-            hk_slab_list_push(&hk_orphan_full[c], s);
-        }
+        hk_orphan_list(s);
     }
     hk_unlock(hk_orphan_lock(c));
 }
@@ -80,6 +91,7 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
 /* Under the lock: moves orphan s, to which blocks were just freed, to the lists its count
  * calls for: none and onto *emptied (linked by next) at 0, else the partial list. */
 static inline void hk_orphan_freed(struct hk_slab *s, struct hk_slab **emptied) {
+    if (s->list == HK_LIST_SHARED) return; /* serving: it stays, empty or not */
     if (s->used == 0) {
         if (s->list == HK_LIST_ORPHAN_FULL) hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         else hk_orphan_partial_unlink(s);
@@ -204,6 +216,94 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
     hk_orphan_release(emptied);
     return owned;
 }
+
+#ifndef HK_HARDENED
+/* Under the lock: the next run of shared slab s, linked, NULL when the slab is spent. A run is
+ * the fewest blocks that fill whole cache lines (4 blocks of 48 bytes, 2 of 160, 1 of 64), so
+ * that no two threads write to one line through blocks of their own (a thread's object it
+ * updates all the time, beside another's, would bounce between their cores). Runs are carved
+ * in order, and a slab whose blocks have all come back is carved again from its start: blocks
+ * freed back are not handed out one by one, which would break the lines up. */
+static void *hk_orphan_share_run(struct hk_slab *s, uint32_t *n) {
+    uint32_t bs = s->bsize, low = bs & (0u - bs), r = low >= 64 ? 1 : 64 / low;
+    if (s->used == 0 && s->carved) {
+        s->free = NULL;
+        s->carved = 0; /* no live block: nobody reads these two */
+        __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
+    }
+    if (s->capacity - s->carved < r) return NULL;
+    char *p = hk_slab_base(s) + (size_t)s->carved * bs;
+    void *head = NULL;
+    for (uint32_t i = r; i-- > 0;) hk_block_push(&head, p + (size_t)i * bs);
+    __atomic_store_n(&s->carved, s->carved + r, __ATOMIC_RELAXED); /* read by free */
+    __atomic_store_n(&s->lim, s->carved * bs, __ATOMIC_RELAXED);
+    s->used += r;
+    s->idle_since = 0;
+    *n = r;
+    return head;
+}
+
+void *hk_orphan_share(unsigned c, uint32_t *n) {
+    struct hk_slab *fresh = NULL;
+    void *b = NULL;
+    HK_ASSERT(c < HK_NSMALL);
+    hk_lock(hk_orphan_lock(c));
+    for (;;) {
+        struct hk_slab *s = atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed);
+        if (s && (b = hk_orphan_share_run(s, n)) != NULL) break;
+        /* Spent: an orphan like any other from now on, adopted once it has free blocks
+         * (blocks freed back, or the few past its last run). */
+        if (s) hk_orphan_list(s);
+        atomic_store_explicit(&hk_orphan_shared[c], fresh, memory_order_relaxed);
+        if (fresh) {
+            fresh->list = HK_LIST_SHARED;
+            fresh = NULL;
+            continue;
+        }
+        /* The pool's locks come after the orphans' (hk_fork_prepare), but a slab may take a
+         * mapping: not with the stripe held. */
+        hk_unlock(hk_orphan_lock(c));
+        if ((fresh = hk_pool_acquire(c)) == NULL) return NULL;
+        __atomic_store_n(&fresh->nostash, 1, __ATOMIC_RELAXED); /* its blocks come home */
+        hk_lock(hk_orphan_lock(c));
+        if (atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed) != NULL) {
+            /* Another thread put one in meanwhile: this one goes back unless that one is
+             * spent too (the loop takes it then). */
+            if ((b = hk_orphan_share_run(hk_orphan_shared[c], n)) != NULL) break;
+        }
+    }
+    hk_unlock(hk_orphan_lock(c));
+    if (fresh) hk_pool_release(fresh, hk_now_ms());
+    return b;
+}
+
+void hk_orphan_share_decay(uint64_t now, int force) {
+    struct hk_slab *emptied = NULL;
+    uint64_t delay = hk_pol_purge_delay();
+    for (unsigned c = 0; c < HK_NSMALL; c++) {
+        struct hk_slab *s = atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed);
+        /* Racy: a stale view only puts the decision off to the next tick. */
+        if (!s || __atomic_load_n(&s->used, __ATOMIC_RELAXED) != 0) continue;
+        hk_lock(hk_orphan_lock(c));
+        if ((s = atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed)) != NULL &&
+            s->used == 0) {
+            if (s->idle_since == 0) s->idle_since = now; /* empty since this tick */
+            if (force || now - s->idle_since >= delay) {
+                atomic_store_explicit(&hk_orphan_shared[c], NULL, memory_order_relaxed);
+                s->list = HK_LIST_NONE;
+                s->next = emptied;
+                emptied = s;
+            }
+        }
+        hk_unlock(hk_orphan_lock(c));
+    }
+    while (emptied) {
+        struct hk_slab *next = emptied->next;
+        hk_pool_release(emptied, emptied->idle_since ? emptied->idle_since : now);
+        emptied = next;
+    }
+}
+#endif
 
 void hk_orphan_locks_add(size_t *taken, size_t *waited) {
     for (unsigned i = 0; i < HK_LOCK_STRIPES; i++) hk_lock_add(&hk_orphan_locks[i], taken, waited);

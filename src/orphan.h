@@ -31,6 +31,25 @@ int hk_orphan_free(struct hk_slab *s, void *b) HK_INTERNAL;
  * whose slab has an owner by now, to be freed to it. */
 void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) HK_INTERNAL;
 
+#ifndef HK_HARDENED
+/* Shared slabs: a thread's first few blocks of a small class (HAKMEM_SHARED_BLOCKS) come from
+ * the class's shared slab, an orphan from the start that hands its blocks out a few at a time,
+ * so that a thread that allocates a few blocks of many classes does not take a slab (and touch
+ * a page) for each: 1,000 threads each holding 8 blocks of 16 B..4 KiB held 7 slabs a thread.
+ * Each take is whole cache lines of blocks (no two threads' blocks share a line). Frees to it
+ * take the orphans' path (it has no owner, and nostash: other threads do not stash its
+ * blocks), so its count is exact. Once it is carved to its end it is an ordinary orphan,
+ * adopted when blocks come back, and the class gets a new shared slab; one that has no live
+ * block for the purge delay goes back to the pool (hk_orphan_share_decay).
+ *
+ * Blocks of class c's shared slab (c < HK_NSMALL), *n of them (1 to 4), linked, not marked
+ * free; NULL when the OS is out of memory. */
+void *hk_orphan_share(unsigned c, uint32_t *n) HK_INTERNAL;
+/* Gives the shared slabs without a live block since the purge delay (all of them with force)
+ * back to the pool; at time now. */
+void hk_orphan_share_decay(uint64_t now, int force) HK_INTERNAL;
+#endif
+
 /* Adds the acquisitions of the orphans' locks, and those that waited, to the counts. */
 void hk_orphan_locks_add(size_t *taken, size_t *waited) HK_INTERNAL;
 

@@ -55,6 +55,9 @@ struct hk_owner {
     /* A heap handed over at its thread's exit (heap.c, "Handover"): its slabs, still owned
      * by this record, until a new thread takes them or they are given up. */
     struct hk_slab *park_partial[HK_NCLASS], *park_full[HK_NCLASS];
+    /* Classes of which the parked thread took slabs of its own (heap.h, outgrew): the thread
+     * that takes the record over takes no shared blocks of them (orphan.h). */
+    uint64_t park_outgrew;
     uint64_t parked_at;
     _Atomic uint32_t parked_pushes; /* blocks other threads' batches brought it while parked */
     struct hk_owner *next_parked, *prev_parked; /* the parked list, newest first */

@@ -45,6 +45,7 @@ enum {
     HK_LIST_ORPHAN_FULL,    /* abandoned, no free blocks */
     HK_LIST_POOL_EMPTY,     /* EMPTY slab on the pool's per-class list */
     HK_LIST_POOL_FRONT,     /* no live block, in the pool's front for its class (pool.c) */
+    HK_LIST_SHARED,         /* no owner: its class's shared slab (orphan.h) */
 };
 
 struct hk_owner;

@@ -20,7 +20,9 @@
 #include "hakmem.h"
 #include "heap.h"
 #include "large.h"
+#include "orphan.h"
 #include "policy.h"
+#include "pool.h"
 #include "transfer.h"
 
 static struct hak_stats stats(void) {
@@ -1017,6 +1019,157 @@ TEST(classes_used_briefly_give_their_slabs_back) {
     CHECK(atomic_load(&brief_done));
 }
 
+/* --- shared slabs ---------------------------------------------------------------------- */
+#ifndef HK_HARDENED
+/* Threads started one after another, each allocating one block of sh_size bytes and holding
+ * it until released: more than HK_SHARE_THREADS heaps at once, so that the last ones take
+ * their first blocks from the class's shared slab (orphan.h). */
+enum { SH_THREADS = HK_SHARE_THREADS + 8, SH_LATE = 6 };
+static void *sh_block[SH_THREADS];
+static size_t sh_size;
+static _Atomic int sh_allocated, sh_release;
+
+static void *sh_member(void *arg) {
+    intptr_t i = (intptr_t)arg;
+    sh_block[i] = hak_malloc(sh_size);
+    memset(sh_block[i], (int)i + 1, sh_size);
+    atomic_fetch_add(&sh_allocated, 1);
+    while (!atomic_load(&sh_release)) usleep(100);
+    const unsigned char *b = sh_block[i];
+    for (size_t k = 0; k < sh_size; k++)
+        if (b[k] != (unsigned char)(i + 1)) return NULL; /* another thread wrote to it */
+    hak_free(sh_block[i]);
+    return (void *)1;
+}
+
+/* Starts the members, one at a time; each has allocated when this returns. The members
+ * started, SH_THREADS unless the system refused a thread. */
+static int sh_start(pthread_t *t, size_t size) {
+    sh_size = size;
+    atomic_store(&sh_allocated, 0);
+    atomic_store(&sh_release, 0);
+    for (intptr_t i = 0; i < SH_THREADS; i++) {
+        if (pthread_create(&t[i], NULL, sh_member, (void *)i) != 0) return (int)i;
+        while (atomic_load(&sh_allocated) <= i) usleep(100);
+    }
+    return SH_THREADS;
+}
+
+/* Lets the n members free their blocks and exit; whether every block kept its contents. */
+static int sh_finish(pthread_t *t, int n) {
+    int ok = 1;
+    atomic_store(&sh_release, 1);
+    for (int i = 0; i < n; i++) {
+        void *r = NULL;
+        pthread_join(t[i], &r);
+        ok &= r == (void *)1;
+    }
+    return ok;
+}
+
+/* sh_start: 1 when every member started; else a failed check, the members let go, and 0. */
+static int sh_start_all(pthread_t *t, size_t size, int *n) {
+    *n = sh_start(t, size);
+    if (*n == SH_THREADS) return 1;
+    CHECKF(0, "only %d threads started", *n);
+    sh_finish(t, *n);
+    return 0;
+}
+
+TEST(many_threads_take_their_first_blocks_from_a_shared_slab) {
+    pthread_t t[SH_THREADS];
+    int n;
+    if (!sh_start_all(t, 48, &n)) return;
+    /* The first threads have slabs of their own. */
+    struct hk_slab *first = hk_slab_of((uintptr_t)sh_block[0]);
+    CHECK(atomic_load(&first->owner) != NULL);
+    /* The last ones share one, which no thread owns; each took whole cache lines (4 blocks of
+     * 48 bytes), so no two of them write to one line. */
+    struct hk_slab *s = hk_slab_of((uintptr_t)sh_block[SH_THREADS - 1]);
+    CHECKF(atomic_load(&s->owner) == NULL && s->list == HK_LIST_SHARED,
+           "the last thread's block is in a slab of owner %p, list %d",
+           (void *)atomic_load(&s->owner), s->list);
+    for (int i = SH_THREADS - SH_LATE; i < SH_THREADS; i++) {
+        uintptr_t a = (uintptr_t)sh_block[i];
+        CHECKF(hk_slab_of(a) == s, "thread %d's block is in another slab", i);
+        for (int j = SH_THREADS - SH_LATE; j < i; j++) {
+            uintptr_t b = (uintptr_t)sh_block[j];
+            CHECKF((a >> 6) != (b >> 6) && ((a + 47) >> 6) != (b >> 6) &&
+                       (a >> 6) != ((b + 47) >> 6),
+                   "threads %d and %d have blocks in one cache line", i, j);
+        }
+    }
+    uint32_t used = s->used;
+    CHECKF(used >= SH_LATE && used % 4 == 0, "the shared slab counts %u blocks", used);
+    CHECK(sh_finish(t, n));
+    /* Every block came back: the slab has none live, and it goes back to the pool once empty
+     * for the purge delay (the first look notes since when). */
+    CHECK(s->used == 0);
+    uint64_t now = hk_now_ms();
+    hk_orphan_share_decay(now, 0);
+    CHECK(s->list == HK_LIST_SHARED);
+    hk_orphan_share_decay(now + hk_pol_purge_delay(), 0);
+    CHECKF(hk_pool_has_free_slab(s), "the empty shared slab stayed (list %d)", s->list);
+}
+
+TEST(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other) {
+    /* Blocks of 16 KiB, 4 to a slab: the late threads fill more than one. */
+    pthread_t t[SH_THREADS];
+    int n;
+    if (!sh_start_all(t, 16384, &n)) return;
+    struct hk_slab *spent = NULL, *serving = NULL;
+    for (int i = SH_THREADS - SH_LATE; i < SH_THREADS; i++) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)sh_block[i]);
+        CHECK(atomic_load(&s->owner) == NULL);
+        if (s->list == HK_LIST_ORPHAN_FULL) spent = s;
+        if (s->list == HK_LIST_SHARED) serving = s;
+    }
+    CHECKF(spent && serving, "no spent (%p) or no serving (%p) shared slab", (void *)spent,
+           (void *)serving);
+    CHECK(sh_finish(t, n));
+    /* The spent one went back with its last block; the other at the flush (as malloc_trim). */
+    if (spent) CHECK(hk_pool_has_free_slab(spent));
+    hk_heap_flush();
+    if (serving) CHECK(hk_pool_has_free_slab(serving));
+}
+
+/* A thread that allocates more of a class than its shared blocks, then exits; and one that
+ * allocates one block, and says whether it came from a shared slab. */
+static void *og_outgrow(void *arg) {
+    (void)arg;
+    void *b[16];
+    for (int i = 0; i < 16; i++) b[i] = hak_malloc(48);
+    for (int i = 0; i < 16; i++) hak_free(b[i]);
+    return NULL;
+}
+static void *og_one(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(48);
+    int shared = atomic_load(&hk_slab_of((uintptr_t)p)->owner) == NULL;
+    hak_free(p);
+    return (void *)(intptr_t)(shared + 1);
+}
+static int og_run(void *(*fn)(void *)) {
+    pthread_t t;
+    void *r = NULL;
+    if (pthread_create(&t, NULL, fn, NULL) != 0 || pthread_join(t, &r) != 0) return 0;
+    return (int)(intptr_t)r;
+}
+
+TEST(a_thread_after_one_that_outgrew_its_shared_blocks_takes_none) {
+    pthread_t t[SH_THREADS];
+    int n;
+    if (!sh_start_all(t, 1024, &n)) return; /* threads are many from here on */
+    /* Threads come and go, each taking over the heap of the one before (the newest parked):
+     * one block, shared; then a thread that outgrows the class's shared blocks; then the class
+     * is no class the next one shares. */
+    CHECKF(og_run(og_one) == 2, "a thread's first block of a class was not shared");
+    og_run(og_outgrow);
+    CHECKF(og_run(og_one) == 1, "the block of the thread after it came from a shared slab");
+    CHECK(sh_finish(t, n));
+}
+#endif
+
 /* --- orphans --------------------------------------------------------------------------- */
 static void *alloc_and_exit(void *arg) {
     size_t n = (size_t)(uintptr_t)arg;
@@ -1918,6 +2071,11 @@ int main(void) {
     RUN(blocks_of_orphans_are_not_stashed);
     RUN(a_thread_frees_by_slab_metadata_while_it_frees_others_blocks);
     RUN(frees_in_turn_of_own_and_others_blocks_keep_freeing_by_slab_metadata);
+#ifndef HK_HARDENED
+    RUN(many_threads_take_their_first_blocks_from_a_shared_slab);
+    RUN(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other);
+    RUN(a_thread_after_one_that_outgrew_its_shared_blocks_takes_none);
+#endif
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(a_heap_set_up_again_after_exit_starts_clean);
