@@ -70,6 +70,9 @@ run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened
 run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
 run "loaded at run time (dlopen)" build/tests/test_dlopen "$PWD/build/libhakmem.so"
 run "stress, 10 s (make stress runs it longer)" build/tests/stress 10 4
+# More threads than cores by far: idle owners' slabs are let go, and past 32 threads first
+# blocks come from shared slabs.
+run "stress, 10 s, 48 threads" build/tests/stress 10 48
 run "fuzz ops (libFuzzer, 10 s; make fuzz runs it longer)" tests/fuzz.sh 10
 run "configuration" tests/config.sh
 run "tracing" tests/trace.sh
