@@ -2111,8 +2111,8 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
     /* A thread's first blocks of a small class of which it holds no slab, while more than
      * HK_SHARE_THREADS threads have heaps: from the class's shared slab, a cache line's worth a
      * refill (orphan.h). */
-    if (c < HK_NSMALL && h->shared_n[c] < hk_cfg.shared_blocks && !h->cur[c] &&
-        !h->partial[c] && !h->retained[c] && !h->full[c] && hk_heaps_many()) {
+    if (c < HK_NSMALL && !h->cur[c] && !h->partial[c] && !h->retained[c] && !h->full[c] &&
+        h->shared_n[c] < hk_cfg.shared_blocks && hk_heaps_many()) {
         uint32_t n;
         void *b = hk_orphan_share(c, &n);
         if (b) {

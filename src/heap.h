@@ -350,7 +350,8 @@ struct hk_heap {
     uint8_t parting;
 #ifndef HK_HARDENED
     /* Blocks of each small class that the thread took from the class's shared slab (orphan.h,
-     * hk_orphan_share), up to HAKMEM_SHARED_BLOCKS; reset when a thread sets the heap up. */
+     * hk_orphan_share), up to HAKMEM_SHARED_BLOCKS; set when a thread sets the heap up: 0, or
+     * UINT8_MAX for a class in outgrew below. */
     uint8_t shared_n[HK_NSMALL];
     /* Classes of which the thread took a slab of its own (hk_heap_fill), or its predecessor
      * did, where it took over an exited thread's heap: it takes no shared blocks of them. */

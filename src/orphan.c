@@ -266,11 +266,8 @@ void *hk_orphan_share(unsigned c, uint32_t *n) {
         if ((fresh = hk_pool_acquire(c)) == NULL) return NULL;
         __atomic_store_n(&fresh->nostash, 1, __ATOMIC_RELAXED); /* its blocks come home */
         hk_lock(hk_orphan_lock(c));
-        if (atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed) != NULL) {
-            /* Another thread put one in meanwhile: this one goes back unless that one is
-             * spent too (the loop takes it then). */
-            if ((b = hk_orphan_share_run(hk_orphan_shared[c], n)) != NULL) break;
-        }
+        /* Another thread may have put one in meanwhile: the loop serves from it, and this one
+         * goes back, unless that one is spent too. */
     }
     hk_unlock(hk_orphan_lock(c));
     if (fresh) hk_pool_release(fresh, hk_now_ms());

@@ -1,5 +1,7 @@
-/* Orphaned slabs: slabs whose owner thread exited while some of their blocks were still live,
- * and whose heap no thread took over (heap.c, "Handover": a parked heap is given up).
+/* Slabs without an owner. Orphaned slabs: slabs whose owner thread exited while some of their
+ * blocks were still live, and whose heap no thread took over (heap.c, "Handover": a parked
+ * heap is given up), or that an idle owner let go. And each small class's shared slab, which
+ * no thread ever owns (see "Shared slabs" below).
  *
  * They wait here, per class, until their last block is freed (then they go back to the pool)
  * or another thread's refill adopts one that has free blocks. The lists of a class are
