@@ -40,6 +40,12 @@ static struct hk_slab *hk_oslab_none[1];
 #define HK_MID_ROOM_OF(d) (uint16_t)(HK_MID_ROOM_BYTES / (d) < 2 ? 2 : HK_MID_ROOM_BYTES / (d)),
 static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
                                                     HK_MID_SIZES(HK_MID_ROOM_OF)};
+
+/* Class c's full room for thread heap h: its first room, grown for a class that the thread
+ * allocates in waves longer than it (hk_room_grow). */
+static inline unsigned hk_room_full(const struct hk_heap *h, unsigned c) {
+    return hk_room_max[c] + h->room_more[c];
+}
 #endif
 
 /* --- heap records ---------------------------------------------------------------------------
@@ -53,17 +59,24 @@ static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
  * kept its TLS; the record is used again by a thread that starts once that thread is gone
  * (hk_record_reap). Records are never unmapped, so a helper that read a heap's address just
  * before its thread exited reads a record, not freed memory. Without a key to be had
- * (exit_key.h) a thread's record stays with it after it exits, as its slabs do. */
+ * (exit_key.h) a thread's record stays with it after it exits, as its slabs do.
+ *
+ * A record is 3 pages; what every thread writes lies in the first (heap.h). The rest is zero
+ * in the template and in a new mapping, and is not copied; a thread writes it once it holds a
+ * slab, sends blocks to another thread or to a transfer list (rest_written notes it), and
+ * reads it only for the classes it holds slabs of (slabbed). So a thread that takes its few
+ * blocks from the shared slabs and waits makes one page of its record resident: crowd (1,000
+ * threads, 8 blocks of 16 B..4 KiB each) kept 37.4 KiB a thread, now 30.0. This machine's
+ * kernel gives a read of an untouched page a page of its own, so reads count as writes. A
+ * record used again is cleared past its first page only where a thread before noted a
+ * write there. */
 static const struct hk_heap hk_heap_none = {
     .otab = (struct hk_owned *)&hk_owned_none,
     .oslab = hk_oslab_none,
-#define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
-    .block_div = {HK_SMALL_SIZES(HK_DIV_ENTRY)},
-    .class_table = {HK_CLASS_TABLE_INIT},
-#ifndef HK_HARDENED
-    .room_full = {HK_SMALL_SIZES(HK_ROOM_OF) HK_MID_SIZES(HK_MID_ROOM_OF)},
-#endif
 };
+
+/* Notes that h's fields past its first page are being written (see rest_written). */
+static inline void hk_heap_rest_written(struct hk_heap *h) { h->rest_written = 1; }
 
 HK_TLS struct hk_tls hk_tls = {
     .heap = (struct hk_heap *)&hk_heap_none,   /* read by the fast paths, never written */
@@ -173,6 +186,7 @@ static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
 }
 
 static void hk_owned_grow(struct hk_heap *h);
+static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n);
 
 /* Notes n frees to the thread's own slabs that found another slab in their entry, or n slabs
  * that took another's entry: where that happens a quarter of the table's size of times
@@ -218,10 +232,18 @@ static void hk_owned_window(struct hk_heap *h) {
  * slow path. */
 static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
     if (s->cls >= HK_NSMALL || hk_counting) return;
+    /* The first table (owned[], beyond the record's first page) is the heap's from its first
+     * slab on, not from its set-up: a thread that owns no slab never reads it (see "Heap
+     * records"). Only the owner switches tables; a helper (see "Idle owners") moves slabs
+     * of an owner that has had them, and so its table, already. */
+    if (HK_UNLIKELY(h->otab == &hk_owned_none)) {
+        if (h != hk_tls.heap) return;
+        hk_owned_switch(h, h->owned, HK_OWNED);
+    }
 #ifndef HK_HARDENED
     /* Free's fast path tests the room for 0 only, so an entry needs a room of 1 or more: a
      * class the thread has not refilled yet, whose slabs it took over, has none. */
-    if (h->room[s->cls] <= 0) hk_room_set(h, s->cls, h->room_full[s->cls]);
+    if (h->room[s->cls] <= 0) hk_room_set(h, s->cls, hk_room_full(h, s->cls));
 #endif
     struct hk_slab *was = hk_owned_put(h, s);
     if (was != NULL && was != s) hk_owned_missed(h, 1);
@@ -260,6 +282,7 @@ static void hk_free_view(struct hk_heap *h) {
 static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
     struct hk_owned *old = h->otab;
     size_t oldn = (h->omask >> 5) + 1;
+    if (t == h->owned) hk_heap_rest_written(h);
     h->otab = t;
     h->oslab = t == h->owned ? h->owned_slab : (struct hk_slab **)(t + n);
     h->omask = (uintptr_t)(n - 1) << 5;
@@ -288,7 +311,7 @@ static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
 static void hk_owned_grow(struct hk_heap *h) {
     size_t n = ((h->omask >> 5) + 1) * 4;
     h->omiss = 0;
-    if (n > HK_OWNED_MAX) return;
+    if (n > HK_OWNED_MAX || h->otab == &hk_owned_none) return;
     struct hk_owned *t;
     if (h->ospare_n >= n) {
         t = h->ospare;
@@ -311,6 +334,10 @@ static void hk_owned_grow(struct hk_heap *h) {
         hk_trace(HK_T_THREAD, "owned-slab table grown (the thread owns more slabs)", "entries", n,
                  "bytes", hk_owned_bytes(n), NULL, 0);
 }
+
+#ifndef HK_HARDENED
+unsigned hk_heap_room_full(unsigned c) { return hk_room_full(hk_tls.heap, c); }
+#endif
 
 int hk_heap_has_entry(const struct hk_slab *s) {
     struct hk_heap *h = hk_tls.heap;
@@ -377,13 +404,21 @@ static void hk_records_prefork(void) { hk_lock(&hk_records_lock); }
 static void hk_records_postfork(void) { hk_unlock(&hk_records_lock); }
 static atomic_int hk_records_forkable;
 
-/* A new record skips the first owned-slab table and its slabs (hk_heap_record_take), which
- * lie together, zero in the template, right before carves. */
-_Static_assert(offsetof(struct hk_heap, owned_slab) ==
-                       offsetof(struct hk_heap, owned) + sizeof(struct hk_owned) * HK_OWNED &&
-                   offsetof(struct hk_heap, carves) ==
-                       offsetof(struct hk_heap, owned_slab) + sizeof(void *) * HK_OWNED,
-               "the first owned-slab table and its slabs lie together before carves");
+/* The part of a record that holds anything but zero in hk_heap_none, and that every thread
+ * writes (heap.h): its first page. */
+#define HK_RECORD_HOT offsetof(struct hk_heap, cur)
+_Static_assert(HK_RECORD_HOT == HK_PAGE_SIZE, "a record's first part is its first page");
+
+#ifdef HK_DEBUG
+/* Whether the fields past the first page of record h are all zero: those of a record whose
+ * threads never noted writing them (every write there must be noted). */
+static int hk_rest_is_zero(const struct hk_heap *h) {
+    const unsigned char *p = (const unsigned char *)h + HK_RECORD_HOT;
+    for (size_t i = 0; i < sizeof *h - HK_RECORD_HOT; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+#endif
 
 /* The calling thread's heap record, taken now if it has none (see "Heap records"): NULL only
  * if the OS refuses the memory for one. The slow paths' way to their heap: hk_heap_none is
@@ -396,20 +431,21 @@ static HK_NOINLINE struct hk_heap *hk_heap_record_take(void) {
     if (h) hk_records = h->next_record;
     hk_unlock(&hk_records_lock);
     errno = e;
+    /* The rest of a record is zero in the template, and a new mapping is zero: it is not
+     * written, so that a thread that owns no slab makes one page of its record resident, not
+     * three (crowd: 1,000 threads each holding 8 blocks of 16 B..4 KiB). */
     if (h) {
         struct hk_owned *spare = h->ospare; /* the table a thread before grew stays */
         size_t spare_n = h->ospare_n;
-        memcpy(h, &hk_heap_none, sizeof *h);
+        int rest = h->rest_written;
+        memcpy(h, &hk_heap_none, HK_RECORD_HOT);
+        if (rest) memset((char *)h + HK_RECORD_HOT, 0, sizeof *h - HK_RECORD_HOT);
+        else HK_ASSERT(hk_rest_is_zero(h));
         h->ospare = spare;
         h->ospare_n = spare_n;
     } else {
-        /* A new mapping is zero, as the template's first owned-slab table is: not copied,
-         * where a thread touches the entries its slabs fall to (when the table had 512
-         * entries, copying made 20 KiB resident in every thread). */
         if ((h = hk_os_map(sizeof *h)) == NULL) return NULL;
-        size_t a = offsetof(struct hk_heap, owned), b = offsetof(struct hk_heap, carves);
-        memcpy(h, &hk_heap_none, a);
-        memcpy((char *)h + b, (const char *)&hk_heap_none + b, sizeof *h - b);
+        memcpy(h, &hk_heap_none, HK_RECORD_HOT);
     }
     hk_tls.heap = h;
     (void)hk_exit_key_arm(&hk_exit_key, hk_thread_exit, h);
@@ -619,10 +655,23 @@ static void hk_heap_help_idle(struct hk_heap *h, uint64_t now) {
 
 /* --- heap lists ----------------------------------------------------------------------------- */
 
+/* The current slab of class c, read only where the heap may hold slabs of c (slabbed). */
+static inline struct hk_slab *hk_heap_cur(const struct hk_heap *h, unsigned c) {
+    HK_ASSERT(c < HK_NCLASS);
+    return h->slabbed >> c & 1 ? h->cur[c] : NULL;
+}
+
+/* Notes that the heap holds a slab of class c now. */
+static inline void hk_heap_holds(struct hk_heap *h, unsigned c) {
+    h->slabbed |= (uint64_t)1 << c;
+    hk_heap_rest_written(h);
+}
+
 /* Partial slabs queue up oldest first: a slab that just got its first free block back waits
  * at the tail and gathers more before it is picked, instead of being picked for one block. */
 static void hk_partial_append(struct hk_heap *h, struct hk_slab *s) {
     unsigned c = s->cls;
+    hk_heap_holds(h, c);
     s->list = HK_LIST_PARTIAL;
     s->next = NULL;
     s->prev = h->partial_tail[c];
@@ -648,6 +697,7 @@ static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list)
         hk_owned_set(h, s);
     } else {
         s->list = list;
+        hk_heap_holds(h, s->cls);
         hk_slab_list_push(&h->full[s->cls], s);
 #ifdef HK_HARDENED
         hk_owned_clear(h, s);
@@ -689,8 +739,10 @@ static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
  * Spans of mid classes stay out of it: their frees are rare next to the bytes they carry, and
  * the slow path validates every one of them in full (an interior pointer is reported). */
 static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s) {
-    if (h->cur[c]) hk_owned_clear(h, h->cur[c]);
-    h->cur[c] = s;
+    struct hk_slab *was = hk_heap_cur(h, c);
+    if (was) hk_owned_clear(h, was);
+    if (s) hk_heap_holds(h, c);
+    if (s || was) h->cur[c] = s;
     if (s) hk_owned_set(h, s);
 }
 
@@ -875,6 +927,7 @@ static void hk_xpend_flush_all(struct hk_heap *h, uint64_t keep) {
  * middle of a run for some 35 slabs' worth of live blocks. */
 static void hk_xpend_add(struct hk_heap *h, unsigned c, void *p) {
     unsigned i = c - HK_XFER_FIRST;
+    hk_heap_rest_written(h);
     hk_block_push(&h->xpend[i], p);
     h->xpend_mask |= (uint64_t)1 << c;
     uint32_t n = ++h->xpend_n[i];
@@ -909,7 +962,7 @@ static HK_NOINLINE void hk_heap_unfull(struct hk_heap *h, struct hk_slab *s) {
  * slabs' heads). Slabs that empty are dealt with after the walk: that may run the tick,
  * which may let the current slab go or send the cache home. */
 static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint32_t limit) {
-    struct hk_slab *cur = h->cur[c], *emptied[HK_SEND_EMPTIED];
+    struct hk_slab *cur = hk_heap_cur(h, c), *emptied[HK_SEND_EMPTIED];
     struct hk_owner *me = h->owner;
     uintptr_t base = 0, span = 0;
     void *away = NULL, *b = *from;
@@ -971,9 +1024,9 @@ static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint3
  * went quiet, or the thread gives everything back. */
 static void hk_room_reset(struct hk_heap *h, unsigned c) {
 #ifndef HK_HARDENED
-    if (h->room_full[c] != hk_room_max[c]) {
-        h->room_grown -= (uint32_t)(h->room_full[c] - hk_room_max[c]) * hk_class_size[c];
-        h->room_full[c] = hk_room_max[c];
+    if (h->room_more[c]) {
+        h->room_grown -= (uint32_t)h->room_more[c] * hk_class_size[c];
+        h->room_more[c] = 0;
     }
     h->room_sent &= ~((uint64_t)1 << c);
 #else
@@ -986,7 +1039,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     void *b = h->free[c];
     h->free[c] = NULL;
 #ifndef HK_HARDENED
-    hk_room_set(h, c, h->room_full[c]);
+    hk_room_set(h, c, hk_room_full(h, c));
 #endif
     hk_heap_cache_send(h, c, &b, UINT32_MAX);
 }
@@ -1004,7 +1057,7 @@ static void hk_heap_uncache_all(struct hk_heap *h) {
 /* Puts what was put aside of class c's room, and what malloc took since, back on free's
  * counter, the whole up to the full room (hk_room_set); returns the counter. */
 static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
-    uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = h->room_full[c];
+    uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = hk_room_full(h, c);
     hk_room_set(h, c, room < max ? room : max);
     return (uintptr_t)h->room[c];
 }
@@ -1047,12 +1100,12 @@ static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
  * well, but for every thread and class, waves or not. */
 static void hk_room_grow(struct hk_heap *h, unsigned c) {
     h->room_sent &= ~((uint64_t)1 << c);
-    uint32_t d = hk_class_size[c], full = h->room_full[c];
+    uint32_t d = hk_class_size[c], full = hk_room_full(h, c);
     uint32_t cap = HK_ROOM_GROW_BYTES / d < HK_ROOM_MAX ? HK_ROOM_GROW_BYTES / d : HK_ROOM_MAX;
     uint32_t next = 2 * full < cap ? 2 * full : cap;
     if (next <= full || h->room_grown + (next - full) * d > HK_ROOM_GROWN_MAX) return;
     h->room_grown += (next - full) * d;
-    h->room_full[c] = (uint16_t)next;
+    h->room_more[c] = (uint16_t)(next - hk_room_max[c]);
 }
 
 static void hk_heap_tick_if_due(struct hk_heap *h);
@@ -1063,7 +1116,7 @@ void hk_heap_cache_full(void **head) {
     unsigned c = (unsigned)(head - h->free);
     h->beat_left -= h->room_given[c]; /* the frees this room took */
     if (hk_room_make_up(h, c) == 0) {
-        unsigned full = h->room_full[c];
+        unsigned full = hk_room_full(h, c);
         h->room_sent |= (uint64_t)1 << c; /* a refill of c before the next one grows the room */
         if (!(h->allocated >> c & 1)) {
             hk_room_set(h, c, full < HK_ROOM_FREER ? full : HK_ROOM_FREER);
@@ -1105,7 +1158,8 @@ static void hk_heap_let_current_go(struct hk_heap *h, unsigned c) {
 /* Lets the current slab of each class go whose cache and slab have not changed since
  * `quiet` (the footprint rule in heap.h). */
 static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quiet) {
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
+    for (uint64_t m = h->slabbed; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         struct hk_slab *s = h->cur[c];
         if (!s) continue;
         if (h->quiet_since[c] == 0 || h->free[c] != h->seen_head[c] ||
@@ -1137,6 +1191,7 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
 static void hk_heap_take_over(struct hk_heap *h, struct hk_owner *o) {
     for (unsigned c = 0; c < HK_NCLASS; c++) {
         struct hk_slab *s, *next;
+        if (!o->park_partial[c] && !o->park_full[c]) continue; /* written only where held */
         for (s = o->park_partial[c], o->park_partial[c] = NULL; s; s = next) {
             next = s->next;
             hk_heap_list_add(h, s, HK_LIST_PARTIAL);
@@ -1295,7 +1350,8 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
      * slab) gives back the blocks of other slabs its cache may hold, so that their slabs can
      * empty. A busy class keeps its cache, which the room bounds. */
     for (unsigned c = 0; c < HK_NCLASS; c++)
-        if (h->free[c] && !(h->refilled >> c & 1) && (!h->cur[c] || h->quiet_since[c] != now))
+        if (h->free[c] && !(h->refilled >> c & 1) &&
+            (!hk_heap_cur(h, c) || h->quiet_since[c] != now))
             hk_heap_uncache(h, c);
     h->refilled = 0;
 #ifndef HK_HARDENED
@@ -1416,8 +1472,10 @@ void hk_heap_trim(void) {
     hk_heap_enter(h);
     hk_heap_everything_home(h);
     /* A current slab with no live block goes too: a trim gives back all it can. */
-    for (unsigned c = 0; c < HK_NCLASS; c++)
+    for (uint64_t m = h->slabbed; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         if (h->cur[c] && h->cur[c]->used == 0) hk_heap_let_current_go(h, c);
+    }
     for (uint64_t m = h->retained_mask; m; m &= m - 1)
         hk_heap_unretain(h, (unsigned)__builtin_ctzll(m), 0, 0);
     hk_heap_leave(h);
@@ -1544,6 +1602,7 @@ static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_
 static HK_NOINLINE void hk_batch_retarget(struct hk_heap *h, struct hk_batch *b,
                                           struct hk_owner *o, void *p, uint32_t size) {
     if (b->n) hk_batch_flush(h, b);
+    hk_heap_rest_written(h);
     b->to = o;
     hk_batch_add(h, o, p, size);
 }
@@ -1657,7 +1716,7 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
  * from what malloc took if it is down to its last (heap.h, "Reuse"; free's fast path tests
  * for 0 only, so the stash leaves at least 1). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (h->cur[c] == NULL || !h->take_ok ||
+    if (hk_heap_cur(h, c) == NULL || !h->take_ok ||
         (h->room[c] <= 1 && hk_room_make_up(h, c) <= 1))
         return 0;
     hk_block_push(&h->free[c], p);
@@ -1845,9 +1904,8 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) {
 /* Whether off, an offset into small slab s of class c (read from s's own slot), is the start
  * of a block it has carved: a multiple of the class size (HK_BLOCK_DIV) below the bytes
  * carved. The short paths of free's slow path test it on the slab's metadata alone. */
-static inline int hk_carved_start(const struct hk_heap *h, const struct hk_slab *s, size_t c,
-                                  uint32_t off) {
-    return HK_LIKELY((uint32_t)(off * h->block_div[c]) <= HK_BLOCK_START_MAX) &&
+static inline int hk_carved_start(const struct hk_slab *s, size_t c, uint32_t off) {
+    return HK_LIKELY((uint32_t)(off * hk_class_div[c]) <= HK_BLOCK_START_MAX) &&
            HK_LIKELY(off < __atomic_load_n(&s->lim, __ATOMIC_RELAXED));
 }
 
@@ -1870,7 +1928,7 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
         return 0;
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     uint32_t bsize = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
-    if (!hk_carved_start(h, s, c, off) || h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
+    if (!hk_carved_start(s, c, off) || h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
         return 0;
     uintptr_t mark = hk_free_mark();
     if (HK_UNLIKELY(hk_marked_as(p, mark))) return 0;
@@ -1913,7 +1971,7 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
      * full path); and, below, its cache has room left. Each test is a branch almost never
      * taken; none depends on whose block it is, which changes from one free to the next
      * while the thread frees by slab metadata. */
-    if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL || !hk_carved_start(h, s, c, off) ||
+    if (HK_UNLIKELY(!h->take_ok || hk_heap_cur(h, c) == NULL || !hk_carved_start(s, c, off) ||
                     hk_marked_as(p, hk_free_mark())))
         goto refused;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
@@ -2095,7 +2153,7 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
          * thread's own on their way to the list first, then the list's. */
         unsigned i = c - HK_XFER_FIRST;
         void *b;
-        if (c < HK_NSMALL && h->xpend[i]) {
+        if (c < HK_NSMALL && (h->xpend_mask >> c & 1)) {
             b = h->xpend[i];
             h->xpend[i] = NULL;
             h->xpend_n[i] = 0;
@@ -2111,8 +2169,10 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
     /* A thread's first blocks of a small class of which it holds no slab, while more than
      * HK_SHARE_THREADS threads have heaps: from the class's shared slab, a cache line's worth a
      * refill (orphan.h). */
-    if (c < HK_NSMALL && !h->cur[c] && !h->partial[c] && !h->retained[c] && !h->full[c] &&
-        h->shared_n[c] < hk_cfg.shared_blocks && hk_heaps_many()) {
+    if (c < HK_NSMALL && h->shared_n[c] < hk_cfg.shared_blocks &&
+        (!(h->slabbed >> c & 1) ||
+         (!h->cur[c] && !h->partial[c] && !h->retained[c] && !h->full[c])) &&
+        hk_heaps_many()) {
         uint32_t n;
         void *b = hk_orphan_share(c, &n);
         if (b) {
@@ -2194,12 +2254,12 @@ static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want) {
     h->outgrew = parked ? parked->park_outgrew : 0;
     for (unsigned c = 0; c < HK_NSMALL; c++) h->shared_n[c] = h->outgrew >> c & 1 ? UINT8_MAX : 0;
 #endif
-    if (h->otab == &hk_owned_none) {
-        if (h->exiting) { /* torn down before: its first table holds what it last held */
-            memset(h->owned, 0, sizeof h->owned);
-            memset(h->owned_slab, 0, sizeof h->owned_slab);
-        }
-        hk_owned_switch(h, h->owned, HK_OWNED);
+    /* Its first table becomes the heap's with its first slab (hk_owned_set). */
+    if (h->otab == &hk_owned_none && h->exiting) {
+        /* Torn down before: its first table holds what it last held. */
+        hk_heap_rest_written(h);
+        memset(h->owned, 0, sizeof h->owned);
+        memset(h->owned_slab, 0, sizeof h->owned_slab);
     }
     if (parked) {
         hk_heap_take_over(h, parked);
@@ -2211,10 +2271,6 @@ static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want) {
     atomic_store_explicit(&h->owner->heap, h, memory_order_release);
     hk_heap_watch_exit(h);
     HK_STAT_INC(threads_started);
-    /* While counting, the fast path of malloc stays off: every size maps to the class whose
-     * cache is always empty, and the refill counts and serves the real class. */
-    if (hk_counting)
-        for (size_t i = 0; i < sizeof h->class_table; i++) h->class_table[i] = HK_CLS_NONE;
     if (HK_TRACING(HK_T_THREAD))
         hk_trace(HK_T_THREAD, "start (a thread's heap is set up)", "owner@", (uintptr_t)h->owner,
                  NULL, 0, NULL, 0);
@@ -2239,7 +2295,7 @@ void *hk_heap_refill(unsigned c) {
     h->allocated |= (uint64_t)1 << c;
 #ifndef HK_HARDENED
     if (h->room_sent >> c & 1) hk_room_grow(h, c);
-    hk_room_set(h, c, h->room_full[c]);
+    hk_room_set(h, c, hk_room_full(h, c));
 #endif
     void *p = NULL;
     if (h->free[c] || hk_heap_fill(h, c)) {
@@ -2287,7 +2343,7 @@ void *hk_heap_corrupt(unsigned c, void *b) {
 }
 
 void *hk_heap_corrupt_size(size_t n, void *b) {
-    return hk_heap_corrupt(hk_tls.heap->class_table[(n + 15) >> 4], b);
+    return hk_heap_corrupt(hk_class_table[(n + 15) >> 4], b);
 }
 
 /* --- thread exit ---------------------------------------------------------------------------- */
@@ -2315,7 +2371,8 @@ static void hk_heap_let_go(struct hk_slab *s, uint64_t now, struct hk_slab **orp
 #ifndef HK_HARDENED
 static void hk_heap_give_up_partial(struct hk_heap *oh, uint64_t now) {
     int any = 0;
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
+    for (uint64_t m = oh->slabbed; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         struct hk_slab *s, *next, *orphans = NULL;
         for (s = oh->partial[c]; s; s = next) {
             next = s->next;
@@ -2367,8 +2424,11 @@ static void hk_heap_teardown(struct hk_heap *h) {
     hk_heap_may_take(h);
     h->exiting = 1;
     /* The heap is handed over (see "Handover"): current slabs join the lists, empty ones and
-     * the kept ones go to the pool, and the lists move into the record. */
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
+     * the kept ones go to the pool, and the lists move into the record. Only the classes it
+     * held slabs of are looked at, and written: a thread that owned none leaves the rest of
+     * its record untouched (see "Heap records"), and a record's park lists are empty. */
+    for (uint64_t m = h->slabbed; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         struct hk_slab *s = h->cur[c];
         if (s) {
             hk_heap_set_current(h, c, NULL);
@@ -2382,10 +2442,13 @@ static void hk_heap_teardown(struct hk_heap *h) {
             hk_heap_list_remove(h, s);
             hk_heap_release(s, idle);
         }
-        o->park_partial[c] = h->partial[c];
-        o->park_full[c] = h->full[c];
-        h->partial[c] = h->partial_tail[c] = h->full[c] = NULL;
+        if (h->partial[c] || h->full[c]) {
+            o->park_partial[c] = h->partial[c];
+            o->park_full[c] = h->full[c];
+            h->partial[c] = h->partial_tail[c] = h->full[c] = NULL;
+        }
     }
+    h->slabbed = 0;
 #ifndef HK_HARDENED
     o->park_outgrew = h->outgrew;
 #endif

@@ -1,7 +1,7 @@
 /* The thread heap: per thread, per class, the current slab and a free list of its blocks.
  *
  * Fast paths (inlined into malloc and free, see malloc.c):
- *   malloc(n): class from the thread's copy of the class table, pop free[c] (its link
+ *   malloc(n): class from malloc's class table (hk_malloc_class), pop free[c] (its link
  *              checked, hk_link_ok), count it in taken[c] (see "Reuse"), prefetch the new head
  *              (hk_block_prefetch), clear the block's free mark (block.h).
  *   free(p):   e = ftab[(p >> 16) % n]; off = p - e->base times e->mul below e->lim
@@ -219,7 +219,16 @@ struct hk_batch {
     uint32_t n, bytes;
 };
 
+/* A heap record lies in two parts (heap.c, "Heap records"). The first page holds what every
+ * thread writes: the fast paths' caches and rooms, and the flags and counts its slow paths,
+ * tick and exit keep. The rest holds what a thread writes only once it owns slabs or sends
+ * blocks to other threads: its slab lists, owned-slab table, batches and tick history. A
+ * thread that takes a few blocks from the shared slabs (orphan.h) and waits, as a thousand
+ * threads of a server may, writes only the first page: the rest of a new record stays the
+ * zero page, and a record used again is cleared only where it was written. Fields that hold
+ * anything but zero in hk_heap_none lie in the first page too. */
 struct hk_heap {
+    /* --- the first page ------------------------------------------------------------------ */
     void *free[HK_NCLASS + 1];            /* the caches: fast-path free lists */
     /* How many more blocks free may put into the cache of each class (see "Reuse"): set at
      * a refill, 1 less for each block freed into it, made up from taken[] when it runs out. It
@@ -236,38 +245,6 @@ struct hk_heap {
     _Atomic unsigned char busy;           /* changing slab state (see above) */
     _Atomic unsigned char claimed;        /* set by a helper that has claimed this heap
                                            * (heap.c, "Idle owners"): wait for it */
-    uint32_t block_div[HK_NSMALL];        /* HK_BLOCK_DIV of each small class size */
-    struct hk_slab *cur[HK_NCLASS + 1];   /* current slab per class */
-    struct hk_owner *owner;               /* NULL until the first slow-path call */
-    struct hk_slab *partial[HK_NCLASS];   /* owned slabs with free blocks, oldest first */
-    struct hk_slab *partial_tail[HK_NCLASS];
-    struct hk_slab *full[HK_NCLASS];      /* owned slabs without */
-    struct hk_slab *retained[HK_NCLASS];  /* owned empty slabs, most recently emptied first */
-    uint16_t nretained[HK_NCLASS];
-    uint64_t retained_mask;               /* classes with retained slabs */
-    uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
-    /* Each class's current slab and cache as the last tick saw them, and since when they
-     * have not changed: a class quiet for the purge delay lets its current slab go. */
-    void *seen_head[HK_NCLASS];
-    uint32_t seen_used[HK_NCLASS];
-    uint64_t quiet_since[HK_NCLASS];
-    unsigned tick_countdown;              /* slow-path events until the clock is read again */
-    unsigned char flushed;                /* a free sent a batch away or stashed: count it for
-                                           * the tick */
-    uint64_t rng;                         /* hk_heap_random's state (0 until first used) */
-    uint32_t omiss;                       /* misses of the owned-slab table since the last
-                                           * tick or growth (heap.c, hk_owned_missed) */
-    uint32_t ogrow_at;                    /* omiss at which the table is weighed for growth */
-    uint64_t ofrees;                      /* small frees counted then (hk_small_frees) */
-    struct hk_owned owned[HK_OWNED];      /* the first owned-slab table */
-    struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each of its entries */
-    uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
-                                           * whole (heap.c, hk_carve) */
-    uint64_t refilled;                    /* classes refilled since the last tick (bits) */
-    uint64_t gave_up;                     /* classes an emptied slab of which went to the pool
-                                           * past the soft cap (heap.c, hk_heap_emptied)... */
-    uint64_t gave_up_at;                  /* ...since this time (ms), the last of them */
-    uint64_t allocated;                   /* classes the thread has ever refilled (a bit each) */
     uint8_t hooked;                       /* the thread-exit hook will tear this heap down */
     uint8_t exiting;                      /* torn down once: the thread is exiting */
     uint8_t no_stash;                     /* trim or teardown under way: nothing is stashed */
@@ -275,53 +252,16 @@ struct hk_heap {
     uint8_t take_ok;                      /* caches may take blocks (heap.c, hk_heap_may_take) */
     uint8_t no_xfer;                      /* trim, or transfer lists going home: none is used */
     uint8_t draining;                     /* applying its own inbox (heap.c, hk_heap_keep) */
-    unsigned batch_mask;                  /* entries of batch[] that hold blocks */
-    struct hk_owner *give_up;             /* a parked record this thread's batches flooded
-                                           * (heap.c, hk_heap_give_up_wanted) */
-    struct hk_owner *park_to;             /* the parked record its batches went to last (only
-                                           * compared: it may be recycled meanwhile) */
-    uint32_t park_mine;                   /* blocks they brought it since */
-    struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
-    /* Orphans' blocks on their way (see above): a list per small class, linked and marked
-     * free, with the classes that have one in oclasses; orphan_n and orphan_bytes count them. */
-    void *olist[HK_NSMALL];
-    uint64_t oclasses;
-    uint32_t orphan_n, orphan_bytes;
-#ifndef HK_HARDENED
-    /* Other threads' blocks of the small classes with transfer lists, on their way to the
-     * class's list (heap.c, hk_xpend_add): a list per class, linked and marked free, with the
-     * classes that have one in xpend_mask. */
-    void *xpend[HK_NSMALL - HK_XFER_FIRST];
-    uint8_t xpend_n[HK_NSMALL - HK_XFER_FIRST];
-    uint64_t xpend_mask;
-#endif
-    /* Copy of hk_class_table, for malloc's fast path: 2,049 bytes, kept after the other fields
-     * so as not to push them apart. */
-    uint8_t class_table[HK_TABLE_MAX / 16 + 1];
-#ifndef HK_HARDENED
-    /* Each class's full room for this thread (see "Reuse"): the class's first room, grown for
-     * a class that the thread allocates in waves longer than it (hk_room_grow). Slow paths
-     * only, so at the end, where they leave the fast paths' fields where they were. */
-    uint16_t room_full[HK_NCLASS];
-    uint64_t room_sent;  /* classes whose cache sent blocks home since their last refill */
-    uint32_t room_grown; /* bytes all rooms have grown by, at most HK_ROOM_GROWN_MAX */
-    /* Frees that rooms running out may still take before hk_heap_cache_full looks at the
-     * clock, and what each class's room last put on free's counter. */
-    intptr_t beat_left;
-    uint16_t room_given[HK_NCLASS + 1];
-#endif
-    /* When the thread last left memory idle for the pools to release (a slab emptied, a large
-     * block freed), once it left HK_BEAT_BYTES within a tick, net of what it took back
-     * (left_idle counts them); 0 when that was longer than the purge delay ago: meanwhile its
-     * rooms beat (HK_ROOM_BEAT). At the end, like the fields above: fields that move the fast
-     * paths' fields to other offsets move tight 32 by up to 7% (5.11 ns a pair against 5.49
-     * with these fields beside next_tick), by where its loads and stores then fall. */
-    uint64_t beat_since;
-    intptr_t left_idle;
+    uint8_t parting;                      /* its thread's exit hook ran (heap records) */
+    uint8_t rest_written;                 /* a field past this page was written: a record
+                                           * used again clears them (heap records) */
+    unsigned char flushed;                /* a free sent a batch away or stashed: count it for
+                                           * the tick */
+    struct hk_owner *owner;               /* NULL until the first slow-path call */
     /* The owned-slab table: entry (p >> 16) % n of otab, n a power of two, is where free's
      * fast path looks for p's slab (through ftab above); omask is (n - 1) * 32, the entry's
      * byte offset in the table taken from p >> 11. Until the heap is set up, otab is
-     * hk_owned_none, whose one entry admits nothing; then owned[] above; and a mapping of its
+     * hk_owned_none, whose one entry admits nothing; then owned[] below; and a mapping of its
      * own once the thread owns more slabs than that holds. */
     struct hk_owned *otab;
     uintptr_t omask;
@@ -329,7 +269,58 @@ struct hk_heap {
      * hk_owned_grow), or NULL and 0. */
     struct hk_owned *ospare;
     size_t ospare_n;
+    uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
+    unsigned tick_countdown;              /* slow-path events until the clock is read again */
+    uint32_t omiss;                       /* misses of the owned-slab table since the last
+                                           * tick or growth (heap.c, hk_owned_missed) */
+    uint32_t ogrow_at;                    /* omiss at which the table is weighed for growth */
+    unsigned batch_mask;                  /* entries of batch[] that hold blocks */
+    uint64_t ofrees;                      /* small frees counted then (hk_small_frees) */
+    uint64_t rng;                         /* hk_heap_random's state (0 until first used) */
+    uint64_t refilled;                    /* classes refilled since the last tick (bits) */
+    uint64_t gave_up;                     /* classes an emptied slab of which went to the pool
+                                           * past the soft cap (heap.c, hk_heap_emptied)... */
+    uint64_t gave_up_at;                  /* ...since this time (ms), the last of them */
+    uint64_t allocated;                   /* classes the thread has ever refilled (a bit each) */
+    uint64_t retained_mask;               /* classes with retained slabs */
+    /* Classes of which the heap may hold slabs (current, partial, full or kept): a bit set
+     * when one joins it, all cleared when it is handed over. Slow paths read a class's slab
+     * lists only where its bit is set (heap.c, hk_heap_cur), so that a thread that owns no
+     * slab reads nothing beyond this page: on a kernel that gives a read of an untouched page
+     * a page of its own, as this one does, reading is touching. */
+    uint64_t slabbed;
+    struct hk_owner *give_up;             /* a parked record this thread's batches flooded
+                                           * (heap.c, hk_heap_give_up_wanted) */
+    struct hk_owner *park_to;             /* the parked record its batches went to last (only
+                                           * compared: it may be recycled meanwhile) */
+    uint32_t park_mine;                   /* blocks they brought it since */
+    /* Heap records (heap.c): once the thread's exit hook ran (parting), the thread's id; and
+     * the next on the list of free or of parting records. */
+    int tid;
+    struct hk_heap *next_record;
+    /* When the thread last left memory idle for the pools to release (a slab emptied, a large
+     * block freed), once it left HK_BEAT_BYTES within a tick, net of what it took back
+     * (left_idle counts them); 0 when that was longer than the purge delay ago: meanwhile its
+     * rooms beat (HK_ROOM_BEAT). */
+    uint64_t beat_since;
+    intptr_t left_idle;
+    /* Orphans' blocks on their way (see above): a list per small class, linked and marked
+     * free, with the classes that have one in oclasses; orphan_n and orphan_bytes count them.
+     * Here because a thread that took shared blocks frees them this way. */
+    void *olist[HK_NSMALL];
+    uint64_t oclasses;
+    uint32_t orphan_n, orphan_bytes;
 #ifndef HK_HARDENED
+    uint64_t xpend_mask; /* classes with blocks in xpend[] below */
+    uint64_t room_sent;  /* classes whose cache sent blocks home since their last refill */
+    uint32_t room_grown; /* bytes all rooms have grown by, at most HK_ROOM_GROWN_MAX */
+    /* Frees that rooms running out may still take before hk_heap_cache_full looks at the
+     * clock, and what each class's room last put on free's counter. */
+    intptr_t beat_left;
+    uint16_t room_given[HK_NCLASS + 1];
+    /* How much each class's full room for this thread (see "Reuse") has grown beyond its
+     * first, hk_room_max (hk_room_grow): the full room is the sum (heap.c, hk_room_full). */
+    uint16_t room_more[HK_NCLASS];
     /* Since the last choice between the two ways to free (see "Two ways to free"): the room
      * that frees used up before its last setting, the small frees that free's second try
      * refused, and the blocks of those that slow paths put into a cache all the same. */
@@ -342,13 +333,6 @@ struct hk_heap {
     uint32_t fown;        /* of the second try's frees since then, those of the thread's slabs:
                            * its refusals exactly, its takes by one sample a countdown */
     uint64_t fused_seen;  /* room used since its last setting, as the last choice saw it */
-#endif
-    /* Heap records (heap.c): the next on the list of free or of parting records; and once
-     * the thread's exit hook ran (parting), the thread's id. */
-    struct hk_heap *next_record;
-    int tid;
-    uint8_t parting;
-#ifndef HK_HARDENED
     /* Blocks of each small class that the thread took from the class's shared slab (orphan.h,
      * hk_orphan_share), up to HAKMEM_SHARED_BLOCKS; set when a thread sets the heap up: 0, or
      * UINT8_MAX for a class in outgrew below. */
@@ -356,6 +340,31 @@ struct hk_heap {
     /* Classes of which the thread took a slab of its own (hk_heap_fill), or its predecessor
      * did, where it took over an exited thread's heap: it takes no shared blocks of them. */
     uint64_t outgrew;
+#endif
+    /* --- the rest: slabs of its own, other threads' blocks ------------------------------- */
+    struct hk_slab *cur[HK_NCLASS + 1] __attribute__((aligned(4096))); /* current slab per
+                                                                        * class */
+    struct hk_slab *partial[HK_NCLASS];   /* owned slabs with free blocks, oldest first */
+    struct hk_slab *partial_tail[HK_NCLASS];
+    struct hk_slab *full[HK_NCLASS];      /* owned slabs without */
+    struct hk_slab *retained[HK_NCLASS];  /* owned empty slabs, most recently emptied first */
+    uint16_t nretained[HK_NCLASS];
+    /* Each class's current slab and cache as the last tick saw them, and since when they
+     * have not changed: a class quiet for the purge delay lets its current slab go. */
+    void *seen_head[HK_NCLASS];
+    uint32_t seen_used[HK_NCLASS];
+    uint64_t quiet_since[HK_NCLASS];
+    struct hk_owned owned[HK_OWNED];      /* the first owned-slab table */
+    struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each of its entries */
+    uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
+                                           * whole (heap.c, hk_carve) */
+    struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
+#ifndef HK_HARDENED
+    /* Other threads' blocks of the small classes with transfer lists, on their way to the
+     * class's list (heap.c, hk_xpend_add): a list per class, linked and marked free, with the
+     * classes that have one in xpend_mask (above). */
+    void *xpend[HK_NSMALL - HK_XFER_FIRST];
+    uint8_t xpend_n[HK_NSMALL - HK_XFER_FIRST];
 #endif
 };
 
@@ -400,6 +409,10 @@ static inline const struct hk_owned *hk_free_entry(uintptr_t a) {
 int hk_heap_has_entry(const struct hk_slab *s) HK_INTERNAL;
 /* Entries of the calling thread's owned-slab table; for tests. */
 size_t hk_heap_table_size(void) HK_INTERNAL;
+#ifndef HK_HARDENED
+/* Class c's full room in the calling thread's heap (see "Reuse"); for tests. */
+unsigned hk_heap_room_full(unsigned c) HK_INTERNAL;
+#endif
 /* Whether the calling thread frees by slab metadata now (see "Two ways to free"); for tests. */
 int hk_heap_frees_by_meta(void) HK_INTERNAL;
 
@@ -460,7 +473,7 @@ static inline int hk_link_ok(const void *b, const void *n, unsigned c) {
     uintptr_t x = (uintptr_t)n;
     if (x == 0) return 1;
     if (c >= HK_NSMALL || ((x ^ (uintptr_t)b) >> HK_SLAB_SHIFT) != 0) return 0;
-    return (uint32_t)(x & (HK_SLAB_SIZE - 1)) * hk_tls.heap->block_div[c] <= HK_BLOCK_START_MAX;
+    return (uint32_t)(x & (HK_SLAB_SIZE - 1)) * hk_class_div[c] <= HK_BLOCK_START_MAX;
 #else
     (void)b;
     (void)c;
@@ -477,7 +490,7 @@ static inline int hk_link_ok_small(const void *b, const void *n, unsigned c) {
 /* Reports the cache of class c as corrupt at block b; then (with HAKMEM_ON_ERROR=warn: by
  * default the report aborts) drops the cache and allocates from a refill. */
 void *hk_heap_corrupt(unsigned c, void *b) HK_INTERNAL HK_COLD;
-/* The same for the class the thread's class table gives a request of n <= HK_TABLE_MAX bytes
+/* The same for the class of a request of n <= HK_TABLE_MAX bytes
  * (malloc's fast path: it keeps n, not the class, at hand for the call). */
 void *hk_heap_corrupt_size(size_t n, void *b) HK_INTERNAL HK_COLD;
 

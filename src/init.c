@@ -59,6 +59,7 @@ int hk_init(void) {
     }
     hk_config_load();
     hk_counting = hk_cfg.stats != 0;
+    if (hk_counting) hk_malloc_class_off();
     hk_trace_init();
     hk_block_init();
     hk_policy_init();

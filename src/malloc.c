@@ -126,7 +126,7 @@ static inline void *hk_guarded_alloc(unsigned c, size_t n, int small) {
 HK_EXPORT void *hak_malloc(size_t n) {
     size_t m = hk_guard_request(n);
     if (HK_LIKELY(m && m <= HK_TABLE_MAX))
-        return hk_guarded_alloc(hk_heap_here()->class_table[(m + 15) >> 4], n, 1);
+        return hk_guarded_alloc(hk_malloc_class[(m + 15) >> 4], n, 1);
     if (m && m <= HK_MID_MAX) {
         unsigned c = hk_class_of_log(m);
         return hk_handed_out(hk_guarded_alloc(c, n, 0), c, n);
@@ -145,7 +145,7 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
 HK_EXPORT HK_HOT_ENTRY void *hak_malloc(size_t n) {
     if (HK_LIKELY(n <= HK_TABLE_MAX)) {
         struct hk_heap *h = hk_heap_here();
-        unsigned c = h->class_table[(n + 15) >> 4];
+        unsigned c = hk_malloc_class[(n + 15) >> 4];
         void *b = h->free[c];
         if (HK_LIKELY(b != NULL)) {
             void *next = hk_link_get(b);

@@ -1,5 +1,7 @@
 #include "size_class.h"
 
+#include <string.h>
+
 /* The tables are written out rather than computed at start-up so that the very first malloc,
  * possibly made before any constructor runs, needs no initialisation. test_size_class checks
  * them against each other. */
@@ -25,3 +27,9 @@ const uint8_t hk_class_slots[HK_NCLASS + 1] = {
 };
 
 const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] = {HK_CLASS_TABLE_INIT};
+uint8_t hk_malloc_class[HK_TABLE_MAX / 16 + 1] = {HK_CLASS_TABLE_INIT};
+
+void hk_malloc_class_off(void) { memset(hk_malloc_class, HK_CLS_NONE, sizeof hk_malloc_class); }
+
+#define HK_DIV_ENTRY(d) HK_BLOCK_DIV(d),
+const uint32_t hk_class_div[HK_NSMALL] = {HK_SMALL_SIZES(HK_DIV_ENTRY)};

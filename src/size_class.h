@@ -26,8 +26,7 @@
 #define HK_SPAN_MAX_SLOTS 16         /* longest span (1 MiB) */
 
 /* hk_class_table[(n + 15) / 16] for n <= 32 KiB: the smallest class whose size is >= n. The
- * fast path reads a copy of it kept in each thread's heap (heap.h), which saves an address
- * computation; both copies come from this one definition. Above 1 KiB a class is a multiple
+ * fast path reads a copy of it, hk_malloc_class; both come from this one definition. Above 1 KiB a class is a multiple
  * of 256 bytes, so it spans whole runs of 16-byte steps: HK_X16(c) is 16 entries of c. Up to
  * 1 KiB only, requests of 1..32 KiB took a call and the class arithmetic: 43 instructions
  * a malloc against 16. */
@@ -86,6 +85,17 @@
     ((uint64_t)(UINT64_MAX / (uint64_t)(d) + 1u + ((((d) & ((d) - 1)) == 0) ? 1u : 0u)))
 
 extern const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
+/* malloc's fast path's copy of hk_class_table: the same, or HK_CLS_NONE for every size once
+ * hk_malloc_class_off ran. One table for every thread: a copy in each thread's heap record
+ * saved an address computation (one instruction a malloc), but made 2 KiB of every record
+ * resident, half a page a thread where threads are many (crowd). */
+extern uint8_t hk_malloc_class[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
+/* Sends every malloc to its slow path (HK_CLS_NONE, whose cache is always empty): while the
+ * operation counts are kept (HAKMEM_STATS), the refill counts and serves the real class.
+ * Called once, at start-up, before any thread has a cache. */
+void hk_malloc_class_off(void) HK_INTERNAL;
+/* HK_BLOCK_DIV of each small class size. */
+extern const uint32_t hk_class_div[HK_NSMALL] HK_INTERNAL;
 extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
 /* HK_BLOCK_MUL of each small class size. */
 extern const uint64_t hk_class_mul[HK_NSMALL] HK_INTERNAL;

@@ -469,7 +469,7 @@ static void *room_waves(void *arg) {
     (void)arg;
     static void *w[WAVE], *x[WAVE];
     int ok = 1;
-    unsigned c = hk_class_of(WAVE_SIZE), first = hk_tls.heap->room_full[c];
+    unsigned c = hk_class_of(WAVE_SIZE), first = hk_heap_room_full(c);
     ok &= first < WAVE && hk_tls.heap->room_grown == 0;
     for (int round = 0; round < 6; round++) {
         for (int i = 0; i < WAVE; i++) w[i] = hak_malloc(WAVE_SIZE);
@@ -479,7 +479,7 @@ static void *room_waves(void *arg) {
     for (int i = 0; i < WAVE; i++) same += in_wave(w, x[i] = hak_malloc(WAVE_SIZE));
     if (held < WAVE || same != WAVE) {
         fprintf(stderr, "  cache %u after a wave of %d, %u of its blocks reused, room %u\n", held,
-                WAVE, same, hk_tls.heap->room_full[c]);
+                WAVE, same, hk_heap_room_full(c));
         ok = 0;
     }
     for (int i = 0; i < WAVE; i++) hak_free(x[i]);
@@ -487,8 +487,8 @@ static void *room_waves(void *arg) {
     unsigned t = hk_class_of(6144);
     for (int i = 0; i < WAVE; i++) w[i] = hak_malloc(6144);
     for (int i = 0; i < WAVE; i++) hak_free(w[i]);
-    if (hk_tls.heap->room_full[t] != first) {
-        fprintf(stderr, "  torn-down class: room %u\n", hk_tls.heap->room_full[t]);
+    if (hk_heap_room_full(t) != first) {
+        fprintf(stderr, "  torn-down class: room %u\n", hk_heap_room_full(t));
         ok = 0;
     }
     /* Waves in every class of 4 KiB and up: the growth of all rooms stays bounded, and is
@@ -502,12 +502,12 @@ static void *room_waves(void *arg) {
         }
     uint64_t grown = 0;
     for (unsigned k = 0; k < HK_NSMALL; k++) {
-        unsigned base = hk_tls.heap->room_full[k];
+        unsigned base = hk_heap_room_full(k);
         if (k >= hk_class_of(4096)) { /* the first room of a class of 4 KiB or more */
             base = HK_ROOM_BYTES / hk_class_size[k];
             base = base < HK_ROOM_MIN ? HK_ROOM_MIN : base;
         }
-        grown += (uint64_t)(hk_tls.heap->room_full[k] - base) * hk_class_size[k];
+        grown += (uint64_t)(hk_heap_room_full(k) - base) * hk_class_size[k];
     }
     if (grown != hk_tls.heap->room_grown || grown > HK_ROOM_GROWN_MAX || grown == 0) {
         fprintf(stderr, "  grown %llu, counted %u, bound %u\n", (unsigned long long)grown,
@@ -515,7 +515,7 @@ static void *room_waves(void *arg) {
         ok = 0;
     }
     hk_heap_flush();
-    ok &= hk_tls.heap->room_grown == 0 && hk_tls.heap->room_full[c] == first;
+    ok &= hk_tls.heap->room_grown == 0 && hk_heap_room_full(c) == first;
     return (void *)(intptr_t)ok;
 }
 TEST(a_room_grows_for_waves_longer_than_it) { CHECK(in_new_thread(room_waves)); }
@@ -745,7 +745,7 @@ TEST(every_small_size_gets_its_smallest_class) {
         unsigned c = hk_slab_of((uintptr_t)p)->cls;
         CHECKF(c == hk_class_of(n) && hk_class_size[c] >= n, "n=%zu class %u", n, c);
         /* From the table, not the refill that finds the class when the table has none. */
-        unsigned t = hk_tls.heap->class_table[(n + 15) >> 4];
+        unsigned t = hk_malloc_class[(n + 15) >> 4];
         CHECKF(hk_counting || t == c, "n=%zu: the table says %u", n, t);
         hak_free(p);
         if (c != hk_class_of(n)) return;

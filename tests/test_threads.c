@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <linux/membarrier.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1028,17 +1029,32 @@ enum { SH_THREADS = HK_SHARE_THREADS + 8, SH_LATE = 6 };
 static void *sh_block[SH_THREADS];
 static size_t sh_size;
 static _Atomic int sh_allocated, sh_release;
+/* Each member's pages of its heap record past the first that are resident (mincore: touched,
+ * read or written), after its malloc and after its free, and whether it holds a slab. */
+static int sh_rest[SH_THREADS][2], sh_slabbed[SH_THREADS];
+
+static int sh_rest_resident(void) {
+    unsigned char in[16];
+    size_t size = sizeof(struct hk_heap), pages = (size + 4095) / 4096;
+    if (pages > sizeof in || mincore(hk_tls.heap, size, in) != 0) return -1;
+    int n = 0;
+    for (size_t i = 1; i < pages; i++) n += in[i] & 1;
+    return n;
+}
 
 static void *sh_member(void *arg) {
     intptr_t i = (intptr_t)arg;
     sh_block[i] = hak_malloc(sh_size);
     memset(sh_block[i], (int)i + 1, sh_size);
+    sh_rest[i][0] = sh_rest_resident();
+    sh_slabbed[i] = hk_tls.heap->slabbed != 0;
     atomic_fetch_add(&sh_allocated, 1);
     while (!atomic_load(&sh_release)) usleep(100);
     const unsigned char *b = sh_block[i];
     for (size_t k = 0; k < sh_size; k++)
         if (b[k] != (unsigned char)(i + 1)) return NULL; /* another thread wrote to it */
     hak_free(sh_block[i]);
+    sh_rest[i][1] = sh_rest_resident();
     return (void *)1;
 }
 
@@ -1110,6 +1126,31 @@ TEST(many_threads_take_their_first_blocks_from_a_shared_slab) {
     CHECK(s->list == HK_LIST_SHARED);
     hk_orphan_share_decay(now + hk_pol_purge_delay(), 0);
     CHECKF(hk_pool_has_free_slab(s), "the empty shared slab stayed (list %d)", s->list);
+}
+
+/* A thread that holds no slab of its own (its blocks are shared) reads and writes only the
+ * first page of its heap record (heap.h): a thousand such threads then keep 4 KiB each for
+ * their records, not 12. Run first, while every record is new: one used again by a thread
+ * that owned slabs was cleared, and is resident. */
+TEST(a_thread_that_owns_no_slab_touches_one_page_of_its_record) {
+    pthread_t t[SH_THREADS];
+    int n, light = 0;
+    if (!sh_start_all(t, 48, &n)) return;
+    CHECK(sh_finish(t, n));
+    for (int i = 0; i < SH_THREADS; i++) {
+        if (sh_slabbed[i]) {
+            /* One that owns a slab writes the rest: its lists, its owned-slab table. */
+            CHECKF(sh_rest[i][0] > 0, "thread %d owns a slab, and %d pages are resident", i,
+                   sh_rest[i][0]);
+            continue;
+        }
+        light++;
+        CHECKF(sh_rest[i][0] == 0 && sh_rest[i][1] == 0,
+               "thread %d owns no slab, and %d, then %d of its record's pages past the first "
+               "are resident",
+               i, sh_rest[i][0], sh_rest[i][1]);
+    }
+    CHECKF(light >= SH_LATE, "%d threads own no slab", light);
 }
 
 TEST(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other) {
@@ -2051,6 +2092,9 @@ TEST(a_thread_of_the_smallest_stack_prints_the_report) {
 
 int main(void) {
     TEST_MAIN_BEGIN("threads");
+#ifndef HK_HARDENED
+    RUN(a_thread_that_owns_no_slab_touches_one_page_of_its_record); /* first: see there */
+#endif
     RUN(threads_with_the_smallest_stack_start_and_allocate);
     RUN(a_thread_of_the_smallest_stack_prints_the_report);
     RUN(remote_frees_are_reclaimed_by_owner);
