@@ -462,10 +462,12 @@ static inline struct hk_heap *hk_heap_self(void) {
 }
 
 /* Notes whether caches may take blocks that are not of the thread's table (free's second try
- * and the stash): the exit hook will send them home, no trim or teardown is under way, and
- * the counters are off. One flag, so that the second try reads one byte for it. */
+ * and the stash): the exit hook will send them home, no trim or teardown is under way, the
+ * counters are off, and the heap holds slabs (a cache takes a block only where its class has a
+ * current slab; a heap without reads no slab list, heap.h). One flag, so that the second try
+ * reads one byte for it. */
 static void hk_heap_may_take(struct hk_heap *h) {
-    h->take_ok = h->hooked && !h->no_stash && !hk_counting;
+    h->take_ok = h->hooked && !h->no_stash && !hk_counting && h->slabbed;
 }
 
 /* A heap rebuilt by a later destructor's malloc is torn down too (exit_key.h). Without a key
@@ -655,7 +657,10 @@ static void hk_heap_help_idle(struct hk_heap *h, uint64_t now) {
 
 /* --- heap lists ----------------------------------------------------------------------------- */
 
-/* The current slab of class c, read only where the heap may hold slabs of c (slabbed). */
+/* The current slab of class c, read only where the heap may hold slabs of c (slabbed). The
+ * stash and the free by slab metadata, which run for every other thread's block a thread
+ * frees, test take_ok first instead, which a heap without slabs does not have: the test of
+ * slabbed there cost shared_swap (2 threads) 4-8%. */
 static inline struct hk_slab *hk_heap_cur(const struct hk_heap *h, unsigned c) {
     HK_ASSERT(c < HK_NCLASS);
     return h->slabbed >> c & 1 ? h->cur[c] : NULL;
@@ -663,8 +668,10 @@ static inline struct hk_slab *hk_heap_cur(const struct hk_heap *h, unsigned c) {
 
 /* Notes that the heap holds a slab of class c now. */
 static inline void hk_heap_holds(struct hk_heap *h, unsigned c) {
-    h->slabbed |= (uint64_t)1 << c;
+    uint64_t was = h->slabbed;
+    h->slabbed = was | (uint64_t)1 << c;
     hk_heap_rest_written(h);
+    if (!was) hk_heap_may_take(h); /* its first: the owner's own slow path */
 }
 
 /* Partial slabs queue up oldest first: a slab that just got its first free block back waits
@@ -1716,7 +1723,7 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
  * from what malloc took if it is down to its last (heap.h, "Reuse"; free's fast path tests
  * for 0 only, so the stash leaves at least 1). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
-    if (hk_heap_cur(h, c) == NULL || !h->take_ok ||
+    if (!h->take_ok || h->cur[c] == NULL || /* not hk_heap_cur (see there) */
         (h->room[c] <= 1 && hk_room_make_up(h, c) <= 1))
         return 0;
     hk_block_push(&h->free[c], p);
@@ -1971,7 +1978,7 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
      * full path); and, below, its cache has room left. Each test is a branch almost never
      * taken; none depends on whose block it is, which changes from one free to the next
      * while the thread frees by slab metadata. */
-    if (HK_UNLIKELY(!h->take_ok || hk_heap_cur(h, c) == NULL || !hk_carved_start(s, c, off) ||
+    if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL || !hk_carved_start(s, c, off) ||
                     hk_marked_as(p, hk_free_mark())))
         goto refused;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
