@@ -668,8 +668,9 @@ static inline struct hk_slab *hk_heap_cur(const struct hk_heap *h, unsigned c) {
 
 /* Notes that the heap holds a slab of class c now. */
 static inline void hk_heap_holds(struct hk_heap *h, unsigned c) {
-    uint64_t was = h->slabbed;
-    h->slabbed = was | (uint64_t)1 << c;
+    uint64_t was = h->slabbed, bit = (uint64_t)1 << c;
+    if (HK_LIKELY(was & bit)) return; /* a slab moving between the lists: no store */
+    h->slabbed = was | bit;
     hk_heap_rest_written(h);
     if (!was) hk_heap_may_take(h); /* its first: the owner's own slow path */
 }
