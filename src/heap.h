@@ -18,10 +18,10 @@
  *              its `used`: its caches hold the current slab's blocks only, so a block pushed
  *              onto the slab's own list takes 1 and one into the cache 0; there a full slab
  *              has no entry, and the first free to one makes it partial on the slow path.)
- * With HAKMEM_STATS set at start-up both fast paths stay off (the class table points at an
- * always-empty class and the owned-slab table stays empty), so that the slow paths count
- * every call. No lock, no atomic read-modify-write, no call and no map lookup on either. A
- * miss goes to the slow path: another thread's slab (into the stash, see "Reuse" below; its
+ * With HAKMEM_STATS set at start-up both fast paths stay off (the class table maps every
+ * size to an always-empty class; the owned-slab table stays empty), so that the slow paths
+ * count every call. No lock, no atomic read-modify-write, no call and no map lookup on either.
+ * A miss goes to the slow path: another thread's slab (into the stash, see "Reuse" below; its
  * common cases, and those of the next item, on a short path of their own, free by slab
  * metadata: heap.c, hk_free_by_meta), a mid block, a large block, a foreign pointer, NULL, a
  * slab whose table entry another slab took (into the stash too), a full slab (hardened

@@ -26,10 +26,10 @@
 #define HK_SPAN_MAX_SLOTS 16         /* longest span (1 MiB) */
 
 /* hk_class_table[(n + 15) / 16] for n <= 32 KiB: the smallest class whose size is >= n. The
- * fast path reads a copy of it, hk_malloc_class; both come from this one definition. Above 1 KiB a class is a multiple
- * of 256 bytes, so it spans whole runs of 16-byte steps: HK_X16(c) is 16 entries of c. Up to
- * 1 KiB only, requests of 1..32 KiB took a call and the class arithmetic: 43 instructions
- * a malloc against 16. */
+ * fast path reads a copy of it, hk_malloc_class; both come from this one definition. Above 1
+ * KiB a class is a multiple of 256 bytes, so it spans whole runs of 16-byte steps: HK_X16(c)
+ * is 16 entries of c. Up to 1 KiB only, requests of 1..32 KiB took a call and the class
+ * arithmetic: 43 instructions a malloc against 16. */
 #define HK_X4(c) c, c, c, c,
 #define HK_X16(c) HK_X4(c) HK_X4(c) HK_X4(c) HK_X4(c)
 #define HK_X32(c) HK_X16(c) HK_X16(c)
@@ -48,8 +48,8 @@
     HK_X128(32) HK_X128(33) HK_X128(34) HK_X128(35)                 /* ..16 KiB */          \
     HK_X256(36) HK_X256(37) HK_X256(38) HK_X256(39)                 /* ..32 KiB */
 
-/* The class sizes, small then mid, as X-macro lists: the size table and the thread heap's
- * block-start divisors (heap.h) both come from them. */
+/* The class sizes, small then mid, as X-macro lists: the size table, the block-start
+ * divisors and multipliers, and the rooms (heap.c) come from them. */
 #define HK_SMALL_SIZES(X)                                                                      \
     X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)                  /* 0..7: 16 apart */    \
     X(160) X(192) X(224) X(256) X(320) X(384) X(448) X(512)            /* 8..15 */             \
