@@ -737,7 +737,7 @@ static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
         if (h->nretained[c] >= 2) /* a class's slabs are all as long (pool.c) */
             atomic_fetch_sub_explicit(&hk_kept_bytes, hk_slab_bytes(s), memory_order_relaxed);
         if (--h->nretained[c] == 0) h->retained_mask &= ~((uint64_t)1 << c);
-        atomic_store_explicit(&h->owner->tally.retained[c], h->nretained[c], memory_order_relaxed);
+        hk_owner_set_retained(h->owner, c, h->nretained[c]);
     }
     s->list = HK_LIST_NONE;
     hk_owned_clear(h, s);
@@ -1220,18 +1220,20 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
 
 /* Heap h, being set up with record o, takes o's parked slabs onto its lists. */
 static void hk_heap_take_over(struct hk_heap *h, struct hk_owner *o) {
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
+    struct hk_owner_cold *k = o->cold;
+    for (uint64_t m = o->park_mask; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         struct hk_slab *s, *next;
-        if (!o->park_partial[c] && !o->park_full[c]) continue; /* written only where held */
-        for (s = o->park_partial[c], o->park_partial[c] = NULL; s; s = next) {
+        for (s = k->park_partial[c], k->park_partial[c] = NULL; s; s = next) {
             next = s->next;
             hk_heap_list_add(h, s, HK_LIST_PARTIAL);
         }
-        for (s = o->park_full[c], o->park_full[c] = NULL; s; s = next) {
+        for (s = k->park_full[c], k->park_full[c] = NULL; s; s = next) {
             next = s->next;
             hk_heap_list_add(h, s, HK_LIST_FULL);
         }
     }
+    o->park_mask = 0;
 }
 
 static void hk_heap_let_go(struct hk_slab *s, uint64_t now, struct hk_slab **orphans);
@@ -1262,20 +1264,23 @@ static void hk_heap_give_up(struct hk_heap *h, struct hk_owner *o, uint64_t now,
                  take ? "take in (an exited thread's heap this thread frees)"
                       : "give up (an exited thread's heap no thread took)",
                  "owner@", (uintptr_t)o, NULL, 0, NULL, 0);
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
+    struct hk_owner_cold *k = o->cold;
+    for (uint64_t m = o->park_mask; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         struct hk_slab *s, *next, *orphans = NULL;
-        for (s = o->park_partial[c], o->park_partial[c] = NULL; s; s = next) {
+        for (s = k->park_partial[c], k->park_partial[c] = NULL; s; s = next) {
             next = s->next;
             if (take) hk_heap_take_in(h, s, HK_LIST_PARTIAL, now);
             else hk_heap_let_go(s, now, &orphans);
         }
-        for (s = o->park_full[c], o->park_full[c] = NULL; s; s = next) {
+        for (s = k->park_full[c], k->park_full[c] = NULL; s; s = next) {
             next = s->next;
             if (take) hk_heap_take_in(h, s, HK_LIST_FULL, now);
             else hk_heap_let_go(s, now, &orphans);
         }
         hk_orphan_abandon(orphans);
     }
+    o->park_mask = 0;
     void *lists[HK_LANES];
     hk_owner_close(o, lists);
     for (unsigned l = 0; l < HK_LANES; l++)
@@ -1434,7 +1439,7 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
         hk_slab_list_push(&h->retained[c], s);
         if (kept) atomic_fetch_add_explicit(&hk_kept_bytes, bytes, memory_order_relaxed);
         h->nretained[c]++;
-        atomic_store_explicit(&h->owner->tally.retained[c], h->nretained[c], memory_order_relaxed);
+        hk_owner_set_retained(h->owner, c, h->nretained[c]);
         h->retained_mask |= (uint64_t)1 << c;
     } else {
         hk_heap_release(s, now);
@@ -1544,7 +1549,7 @@ static int hk_heap_init(struct hk_heap *h) { return hk_heap_init_from(h, NULL); 
  * shared atomic. */
 static void hk_count_pushes(struct hk_heap *h, uint32_t n) {
     if (h->owner) {
-        hk_tally_plus(&h->owner->tally.remote_pushes, n);
+        hk_tally_plus(&h->owner->remote_pushes, n);
     } else {
         HK_STAT_ADD(remote_free, n);
     }
@@ -2344,26 +2349,28 @@ void *hk_heap_refill(unsigned c) {
 void *hk_heap_refill_size(size_t n) {
     unsigned c = hk_class_of(n);
     void *p = hk_heap_refill(c);
-    if (HK_UNLIKELY(hk_counting) && p) hk_tally_bump(&hk_tls.heap->owner->tally.allocs[c]);
+    if (HK_UNLIKELY(hk_counting) && p) hk_tally_bump(&hk_tls.heap->owner->cold->tally.allocs[c]);
     return p;
 }
 
 void hk_heap_count_alloc(unsigned c) {
     struct hk_owner *o = hk_tls.heap->owner;
-    if (o) hk_tally_bump(&o->tally.allocs[c]);
+    if (o) hk_tally_bump(&o->cold->tally.allocs[c]);
 }
 
 void hk_heap_count_large(int alloc) {
     struct hk_heap *h = hk_heap_self();
     if (!h || (!h->owner && !hk_heap_init(h))) return;
-    hk_tally_bump(alloc ? &h->owner->tally.large_allocs : &h->owner->tally.large_frees);
+    struct hk_tally *t = &h->owner->cold->tally;
+    hk_tally_bump(alloc ? &t->large_allocs : &t->large_frees);
 }
 
 /* Counts a free of a block of class c (remote: of a slab the calling thread does not own). */
 static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote) {
     if (!h->owner && !hk_heap_init(h)) return;
-    hk_tally_bump(&h->owner->tally.frees[c]);
-    if (remote) hk_tally_bump(&h->owner->tally.remote_frees[c]);
+    struct hk_tally *t = &h->owner->cold->tally;
+    hk_tally_bump(&t->frees[c]);
+    if (remote) hk_tally_bump(&t->remote_frees[c]);
 }
 
 void *hk_heap_corrupt(unsigned c, void *b) {
@@ -2474,8 +2481,9 @@ static void hk_heap_teardown(struct hk_heap *h) {
             hk_heap_release(s, idle);
         }
         if (h->partial[c] || h->full[c]) {
-            o->park_partial[c] = h->partial[c];
-            o->park_full[c] = h->full[c];
+            o->cold->park_partial[c] = h->partial[c];
+            o->cold->park_full[c] = h->full[c];
+            o->park_mask |= (uint64_t)1 << c;
             h->partial[c] = h->partial_tail[c] = h->full[c] = NULL;
         }
     }

@@ -6,12 +6,15 @@
 #include "os.h"
 
 #define HK_OWNER_CHUNK ((size_t)64 * 1024)
+_Static_assert(sizeof(struct hk_owner) == 3 * 64, "an owner record is three cache lines");
 
 static pthread_mutex_t hk_owner_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct hk_owner *hk_owner_free_list;
 static struct hk_owner *hk_owner_bump, *hk_owner_end;
+static struct hk_owner_cold *hk_owner_cold_bump; /* the cold parts of the chunk's records */
 static struct hk_owner *_Atomic hk_owner_all; /* every record, newest first */
 static struct hk_tally hk_owner_exited; /* the counts of threads that have exited */
+static _Atomic uint64_t hk_owner_exited_pushes;
 
 struct hk_owner *hk_owner_new(void) {
     struct hk_owner *o;
@@ -20,15 +23,20 @@ struct hk_owner *hk_owner_new(void) {
         hk_owner_free_list = o->next_free;
     } else {
         if (hk_owner_bump == hk_owner_end) {
+            const size_t n = HK_OWNER_CHUNK / sizeof *o;
             struct hk_owner *chunk = hk_os_map(HK_OWNER_CHUNK);
-            if (!chunk) {
+            struct hk_owner_cold *cold = chunk ? hk_os_map(n * sizeof *cold) : NULL;
+            if (!cold) {
+                if (chunk) hk_os_unmap(chunk, HK_OWNER_CHUNK);
                 pthread_mutex_unlock(&hk_owner_mutex);
                 return NULL;
             }
             hk_owner_bump = chunk;
-            hk_owner_end = chunk + HK_OWNER_CHUNK / sizeof *chunk;
+            hk_owner_end = chunk + n;
+            hk_owner_cold_bump = cold;
         }
         o = hk_owner_bump++;
+        o->cold = hk_owner_cold_bump++;
         o->next_all = atomic_load_explicit(&hk_owner_all, memory_order_relaxed);
         atomic_store_explicit(&hk_owner_all, o, memory_order_release);
     }
@@ -52,15 +60,19 @@ static void hk_move(_Atomic uint64_t *to, _Atomic uint64_t *from) {
 
 void hk_owner_retire(struct hk_owner *o) {
     hk_mutex_take(&hk_owner_mutex);
-    struct hk_tally *t = &o->tally, *x = &hk_owner_exited;
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
-        hk_move(&x->allocs[c], &t->allocs[c]);
-        hk_move(&x->frees[c], &t->frees[c]);
-        hk_move(&x->remote_frees[c], &t->remote_frees[c]);
+    /* The operation counts are written only while counting: otherwise their lines (in the
+     * cold part, most often never touched) are not even read. */
+    if (hk_counting) {
+        struct hk_tally *t = &o->cold->tally, *x = &hk_owner_exited;
+        for (unsigned c = 0; c < HK_NCLASS; c++) {
+            hk_move(&x->allocs[c], &t->allocs[c]);
+            hk_move(&x->frees[c], &t->frees[c]);
+            hk_move(&x->remote_frees[c], &t->remote_frees[c]);
+        }
+        hk_move(&x->large_allocs, &t->large_allocs);
+        hk_move(&x->large_frees, &t->large_frees);
     }
-    hk_move(&x->large_allocs, &t->large_allocs);
-    hk_move(&x->large_frees, &t->large_frees);
-    hk_move(&x->remote_pushes, &t->remote_pushes);
+    hk_move(&hk_owner_exited_pushes, &o->remote_pushes);
     o->next_free = hk_owner_free_list;
     hk_owner_free_list = o;
     pthread_mutex_unlock(&hk_owner_mutex);
@@ -137,7 +149,6 @@ static void hk_tally_add(struct hk_tally_sum *sum, struct hk_tally *t) {
     }
     HK_ADD(sum->large_allocs, t->large_allocs);
     HK_ADD(sum->large_frees, t->large_frees);
-    HK_ADD(sum->remote_pushes, t->remote_pushes);
 #undef HK_ADD
 }
 
@@ -145,7 +156,14 @@ void hk_owner_tally(struct hk_tally_sum *sum) {
     *sum = (struct hk_tally_sum){0};
     hk_mutex_take(&hk_owner_mutex);
     hk_tally_add(sum, &hk_owner_exited);
-    for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) hk_tally_add(sum, &o->tally);
+    sum->remote_pushes = atomic_load_explicit(&hk_owner_exited_pushes, memory_order_relaxed);
+    for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) {
+        /* The cold part only where it was written: a report made while a thousand threads
+         * wait would else make all their cold parts resident. */
+        if (hk_counting || atomic_load_explicit(&o->kept, memory_order_relaxed))
+            hk_tally_add(sum, &o->cold->tally);
+        sum->remote_pushes += atomic_load_explicit(&o->remote_pushes, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&hk_owner_mutex);
 }
 

@@ -29,6 +29,23 @@ struct hk_slab;
 #define HK_INBOX_CLOSED ((void *)1)
 #define HK_LANES 4
 
+/* What a record holds that most threads never touch: the counts kept under HAKMEM_STATS and
+ * the empty slabs a thread keeps, and the slab lists of a parked heap. Apart from the record,
+ * in a mapping of their own, so that a thread that owns no slab (most of a thousand threads
+ * that each hold a few blocks) has no page of them resident: they are written only by a
+ * thread that counts, keeps or parks slabs, and read only where that was so (park_mask,
+ * hk_counting) and by the report. */
+struct hk_owner_cold {
+    struct hk_tally tally; /* the thread's operation counts (stats.h) */
+    /* A heap handed over at its thread's exit (heap.c, "Handover"): its slabs, still owned
+     * by this record, until a new thread takes them or they are given up; set where
+     * park_mask has the class's bit. */
+    struct hk_slab *park_partial[HK_NCLASS], *park_full[HK_NCLASS];
+};
+
+/* The record itself: three cache lines, which every thread writes, packed with the other
+ * records' (a record of 3 KiB, counts and park lists in it, kept 3 KiB a thread resident in
+ * crowd, where every thread writes its first lines). */
 struct hk_owner {
     _Atomic(void *) inbox[HK_LANES]; /* blocks freed remotely, linked as block.h says */
     struct hk_owner *next_free; /* recycling list */
@@ -36,32 +53,39 @@ struct hk_owner {
     /* Set while the record is parked (heap.c, "Handover"), under the records' mutex: read by
      * pushers on the line their push has just taken, not on the owner's line below. */
     _Atomic unsigned char parked;
-    char pad[15];               /* one cache line for the inbox: pushers contend on it */
+    _Atomic uint32_t parked_pushes; /* blocks other threads' batches brought it while parked */
+    /* One cache line for the above: pushers contend on it. */
     /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record,
      * then flags the owner's heap; the heap says whether it is busy. */
-    _Atomic unsigned claim;     /* nonzero while a helper holds the record */
-    _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
+    _Atomic unsigned claim __attribute__((aligned(64))); /* nonzero while a helper holds it */
     /* Set by a helper that applied the inbox (heap.c, "Idle owners"), cleared by the owner
      * when it takes its inbox, by a thread that sets the record up, and when its partial
      * slabs are let go. */
     _Atomic uint32_t helped;
+    _Atomic(void *) heap;       /* the owner's thread heap; NULL before start and after exit */
     /* When the owner last ran its tick (hk_now_ms), written once a tick: a thread that has
      * not ticked for HK_IDLE_MS has run no slow path, and so has taken no partial slab. */
     _Atomic uint64_t last_tick;
     _Atomic uint64_t takes;     /* how often the inbox was taken (hk_owner_take) */
     _Atomic uint64_t seen;      /* the last scan for idle owners: takes * 2, + 1 if blocks
                                  * were waiting */
-    struct hk_tally tally;      /* the thread's operation counts (stats.h) */
-    /* A heap handed over at its thread's exit (heap.c, "Handover"): its slabs, still owned
-     * by this record, until a new thread takes them or they are given up. */
-    struct hk_slab *park_partial[HK_NCLASS], *park_full[HK_NCLASS];
+    _Atomic uint64_t remote_pushes; /* blocks the thread handed to other threads */
+    struct hk_owner_cold *cold; /* this record's, for its whole life */
+    _Atomic unsigned char kept; /* set once the cold tally's retained counts were written */
+    /* Classes whose park_partial or park_full the parked heap set (the rest are NULL). */
+    uint64_t park_mask;
     /* Classes of which the parked thread took slabs of its own (heap.h, outgrew): the thread
      * that takes the record over takes no shared blocks of them (orphan.h). */
     uint64_t park_outgrew;
     uint64_t parked_at;
-    _Atomic uint32_t parked_pushes; /* blocks other threads' batches brought it while parked */
     struct hk_owner *next_parked, *prev_parked; /* the parked list, newest first */
 } __attribute__((aligned(64)));
+
+/* Notes that record o's thread keeps n empty slabs of class c now. */
+static inline void hk_owner_set_retained(struct hk_owner *o, unsigned c, uint32_t n) {
+    atomic_store_explicit(&o->cold->tally.retained[c], n, memory_order_relaxed);
+    atomic_store_explicit(&o->kept, 1, memory_order_relaxed);
+}
 
 /* A record with an open, empty inbox; NULL when no memory is left. */
 struct hk_owner *hk_owner_new(void) HK_INTERNAL;

@@ -29,14 +29,13 @@ extern struct hk_counters hk_ctr HK_INTERNAL;
 #define HK_STAT_ADD(f, n) atomic_fetch_add_explicit(&hk_ctr.f, (n), memory_order_relaxed)
 
 /* Operations per size class, and of large blocks, kept only when hk_counting is
- * set (HAKMEM_STATS at start-up): each thread counts into its own owner record (owner.h),
+ * set (HAKMEM_STATS at start-up): each thread counts into its own owner record (owner.h, the cold part),
  * written by that thread alone and read by others with relaxed loads; a record's counts join
  * the process-wide ones when its thread exits. frees counts every free of the class, by any
  * thread; remote_frees those by a thread that did not own the block's slab. */
 struct hk_tally {
     _Atomic uint64_t allocs[HK_NCLASS], frees[HK_NCLASS], remote_frees[HK_NCLASS];
     _Atomic uint64_t large_allocs, large_frees;
-    _Atomic uint64_t remote_pushes;       /* blocks handed to other threads (always kept) */
     _Atomic uint32_t retained[HK_NCLASS]; /* empty slabs the thread keeps now (always kept) */
 };
 

@@ -1032,6 +1032,7 @@ static _Atomic int sh_allocated, sh_release;
 /* Each member's pages of its heap record past the first that are resident (mincore: touched,
  * read or written), after its malloc and after its free, and whether it holds a slab. */
 static int sh_rest[SH_THREADS][2], sh_slabbed[SH_THREADS];
+static struct hk_owner *sh_owner[SH_THREADS];
 
 static int sh_rest_resident(void) {
     unsigned char in[16];
@@ -1048,6 +1049,7 @@ static void *sh_member(void *arg) {
     memset(sh_block[i], (int)i + 1, sh_size);
     sh_rest[i][0] = sh_rest_resident();
     sh_slabbed[i] = hk_tls.heap->slabbed != 0;
+    sh_owner[i] = hk_tls.heap->owner;
     atomic_fetch_add(&sh_allocated, 1);
     while (!atomic_load(&sh_release)) usleep(100);
     const unsigned char *b = sh_block[i];
@@ -1128,15 +1130,66 @@ TEST(many_threads_take_their_first_blocks_from_a_shared_slab) {
     CHECKF(hk_pool_has_free_slab(s), "the empty shared slab stayed (list %d)", s->list);
 }
 
+/* Whether record o is a member's that owns no slab. */
+static int sh_light(const struct hk_owner *o) {
+    for (int i = 0; i < SH_THREADS; i++)
+        if (sh_owner[i] == o && !sh_slabbed[i]) return 1;
+    return 0;
+}
+
+/* The pages of owner records' cold parts (owner.h) on which lie only the cold parts of
+ * members that own no slab: how many there are, and in *resident how many are resident. */
+static int sh_light_cold_pages(int *resident) {
+    const uintptr_t size = sizeof(struct hk_owner_cold);
+    int pages = 0;
+    *resident = 0;
+    for (int i = 0; i < SH_THREADS; i++) {
+        if (sh_slabbed[i] || !sh_owner[i]) continue;
+        uintptr_t from = (uintptr_t)sh_owner[i]->cold;
+        for (uintptr_t pg = from & ~(uintptr_t)4095; pg < from + size; pg += 4096) {
+            int only_light = 1, first = 1;
+            for (struct hk_owner *o = hk_owner_first(); o; o = o->next_all) {
+                uintptr_t c = (uintptr_t)o->cold;
+                if (c + size <= pg || c >= pg + 4096) continue; /* not on this page */
+                if (!sh_light(o)) only_light = 0;
+                if (c < from) first = 0; /* counted with an earlier member's part */
+            }
+            unsigned char in;
+            if (!only_light || !first || mincore((void *)pg, 4096, &in) != 0) continue;
+            pages++;
+            *resident += in & 1;
+        }
+    }
+    return pages;
+}
+
 /* A thread that holds no slab of its own (its blocks are shared) reads and writes only the
- * first page of its heap record (heap.h): a thousand such threads then keep 4 KiB each for
- * their records, not 12. Run first, while every record is new: one used again by a thread
- * that owned slabs was cleared, and is resident. */
+ * first page of its heap record (heap.h), and nothing of its owner record's cold part
+ * (owner.h), neither while it lives nor when its record is given up: a thousand such threads
+ * then keep 4 KiB each for their heap records, not 12, and 192 bytes for their owner records,
+ * not 3 KiB. Run first, while every record is new: one used again by a thread that owned
+ * slabs was cleared, and is resident. */
 TEST(a_thread_that_owns_no_slab_touches_one_page_of_its_record) {
     pthread_t t[SH_THREADS];
-    int n, light = 0;
+    int n, light = 0, cold_pages, cold_resident;
     if (!sh_start_all(t, 48, &n)) return;
+    /* Under HAKMEM_STATS every thread counts into its cold part. */
+    if (!hk_counting) {
+        cold_pages = sh_light_cold_pages(&cold_resident);
+        CHECKF(cold_pages > 0 && cold_resident == 0,
+               "%d of the %d pages of owner records' cold parts that only threads without "
+               "slabs have are resident",
+               cold_resident, cold_pages);
+    }
     CHECK(sh_finish(t, n));
+    /* Their records, parked, are given up (as no thread took them) and recycled. */
+    hk_heap_give_up_all();
+    if (!hk_counting) {
+        cold_pages = sh_light_cold_pages(&cold_resident);
+        CHECKF(cold_resident == 0,
+               "after the threads' exit, %d of those %d pages are resident", cold_resident,
+               cold_pages);
+    }
     for (int i = 0; i < SH_THREADS; i++) {
         if (sh_slabbed[i]) {
             /* One that owns a slab writes the rest: its lists, its owned-slab table. */
