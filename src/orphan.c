@@ -25,6 +25,12 @@ static _Atomic unsigned hk_orphan_avail[HK_NCLASS];
 /* Each small class's shared slab (orphan.h), NULL when it has none; changed under the class's
  * stripe, read without it by hk_orphan_share_decay as a hint. */
 static struct hk_slab *_Atomic hk_orphan_shared[HK_NSMALL];
+/* Shared slabs of each small class that were carved to their end and have had every block
+ * back, at most HK_SHARE_SPARES, linked by next, newest first (orphan.h); under the class's
+ * stripe. */
+static struct hk_slab *hk_orphan_spare[HK_NSMALL];
+static _Atomic unsigned char hk_orphan_nspare[HK_NSMALL]; /* read without the lock: a hint */
+#define HK_SHARE_SPARES 64
 #endif
 
 static void hk_orphan_partial_push(struct hk_slab *s) {
@@ -95,6 +101,19 @@ static inline void hk_orphan_freed(struct hk_slab *s, struct hk_slab **emptied) 
     if (s->used == 0) {
         if (s->list == HK_LIST_ORPHAN_FULL) hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         else hk_orphan_partial_unlink(s);
+#ifndef HK_HARDENED
+        if (s->was_shared &&
+            atomic_load_explicit(&hk_orphan_nspare[s->cls], memory_order_relaxed) <
+                HK_SHARE_SPARES) {
+            /* Kept for the class's next shared slab (orphan.h, spares). */
+            s->list = HK_LIST_SHARED_SPARE;
+            s->idle_since = 0; /* stamped by the next decay */
+            s->next = hk_orphan_spare[s->cls];
+            hk_orphan_spare[s->cls] = s;
+            atomic_fetch_add_explicit(&hk_orphan_nspare[s->cls], 1, memory_order_relaxed);
+            return;
+        }
+#endif
         s->list = HK_LIST_NONE;
         s->next = *emptied;
         *emptied = s;
@@ -254,9 +273,16 @@ void *hk_orphan_share(unsigned c, uint32_t *n) {
         /* Spent: an orphan like any other from now on, adopted once it has free blocks
          * (blocks freed back, or the few past its last run). */
         if (s) hk_orphan_list(s);
+        if (!fresh && (fresh = hk_orphan_spare[c]) != NULL) {
+            /* A spare, its blocks all back: carved again from its start (hk_orphan_share_run),
+             * over pages that are resident already. */
+            hk_orphan_spare[c] = fresh->next;
+            atomic_fetch_sub_explicit(&hk_orphan_nspare[c], 1, memory_order_relaxed);
+        }
         atomic_store_explicit(&hk_orphan_shared[c], fresh, memory_order_relaxed);
         if (fresh) {
             fresh->list = HK_LIST_SHARED;
+            fresh->was_shared = 1;
             fresh = NULL;
             continue;
         }
@@ -274,13 +300,33 @@ void *hk_orphan_share(unsigned c, uint32_t *n) {
     return b;
 }
 
+/* Under class c's stripe: moves the spares idle for the purge delay (all of them with force)
+ * onto *emptied; a spare's idle time starts at the first decay that sees it. */
+static void hk_orphan_spares_decay(unsigned c, uint64_t now, uint64_t delay, int force,
+                                   struct hk_slab **emptied) {
+    for (struct hk_slab **at = &hk_orphan_spare[c], *s; (s = *at) != NULL;) {
+        if (s->idle_since == 0) s->idle_since = now;
+        if (!force && now - s->idle_since < delay) {
+            at = &s->next;
+            continue;
+        }
+        *at = s->next;
+        atomic_fetch_sub_explicit(&hk_orphan_nspare[c], 1, memory_order_relaxed);
+        s->list = HK_LIST_NONE;
+        s->next = *emptied;
+        *emptied = s;
+    }
+}
+
 void hk_orphan_share_decay(uint64_t now, int force) {
     struct hk_slab *emptied = NULL;
     uint64_t delay = hk_pol_purge_delay();
     for (unsigned c = 0; c < HK_NSMALL; c++) {
         struct hk_slab *s = atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed);
         /* Racy: a stale view only puts the decision off to the next tick. */
-        if (!s || __atomic_load_n(&s->used, __ATOMIC_RELAXED) != 0) continue;
+        if ((!s || __atomic_load_n(&s->used, __ATOMIC_RELAXED) != 0) &&
+            !atomic_load_explicit(&hk_orphan_nspare[c], memory_order_relaxed))
+            continue;
         hk_lock(hk_orphan_lock(c));
         if ((s = atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed)) != NULL &&
             s->used == 0) {
@@ -292,6 +338,7 @@ void hk_orphan_share_decay(uint64_t now, int force) {
                 emptied = s;
             }
         }
+        hk_orphan_spares_decay(c, now, delay, force, &emptied);
         hk_unlock(hk_orphan_lock(c));
     }
     while (emptied) {

@@ -46,6 +46,7 @@ enum {
     HK_LIST_POOL_EMPTY,     /* EMPTY slab on the pool's per-class list */
     HK_LIST_POOL_FRONT,     /* no live block, in the pool's front for its class (pool.c) */
     HK_LIST_SHARED,         /* no owner: its class's shared slab (orphan.h) */
+    HK_LIST_SHARED_SPARE,   /* a shared slab carved to its end and emptied, kept for the next */
 };
 
 struct hk_owner;
@@ -75,7 +76,9 @@ struct hk_slab {
      * exited thread: its adopter serves its blocks as its own, and others stash them again.
      * Under the orphans' lock stripe; cleared when adopted or formatted. */
     uint8_t let_go;
-    uint8_t pad0[1];
+    /* Served as its class's shared slab since it was formatted (orphan.h): its blocks lie in
+     * every page of it. Under the orphans' lock stripe; cleared when formatted. */
+    uint8_t was_shared;
     uint32_t bsize;    /* block size */
     uint32_t capacity; /* blocks that fit */
     uint32_t carved;   /* blocks carved so far (carving is lazy, in batches) */

@@ -1221,10 +1221,45 @@ TEST(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other) {
     CHECKF(spent && serving, "no spent (%p) or no serving (%p) shared slab", (void *)spent,
            (void *)serving);
     CHECK(sh_finish(t, n));
-    /* The spent one went back with its last block; the other at the flush (as malloc_trim). */
-    if (spent) CHECK(hk_pool_has_free_slab(spent));
+    /* The spent one, its blocks all back, is a spare for the class's next shared slab
+     * (orphan.h); it and the serving one go back at the flush (as malloc_trim). */
+    if (spent) CHECKF(spent->list == HK_LIST_SHARED_SPARE, "the spent slab is on list %d",
+                      spent->list);
     hk_heap_flush();
+    if (spent) CHECK(hk_pool_has_free_slab(spent));
     if (serving) CHECK(hk_pool_has_free_slab(serving));
+}
+
+TEST(a_spent_shared_slab_serves_as_shared_again_not_as_a_threads_own) {
+    /* Blocks of 16 KiB, 4 to a slab: the late threads spend one shared slab and start
+     * another. */
+    pthread_t t[SH_THREADS];
+    int n;
+    if (!sh_start_all(t, 16384, &n)) return;
+    struct hk_slab *spent = NULL;
+    for (int i = SH_THREADS - SH_LATE; i < SH_THREADS; i++) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)sh_block[i]);
+        if (s->list == HK_LIST_ORPHAN_FULL) spent = s;
+    }
+    CHECKF(spent != NULL, "no spent shared slab");
+    CHECK(sh_finish(t, n));
+    hk_heap_give_up_all(); /* the exited threads' records: not taken over by the next ones */
+    /* Again: the threads that take slabs of their own take none of the spent one, whose
+     * pages all hold blocks, and the late threads' shared blocks come from it. */
+    if (!sh_start_all(t, 16384, &n)) return;
+    int own = 0, shared_there = 0;
+    for (int i = 0; i < SH_THREADS; i++) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)sh_block[i]);
+        if (s != spent) continue;
+        if (atomic_load(&s->owner) != NULL) own++;
+        else shared_there++;
+    }
+    CHECKF(own == 0 && shared_there > 0,
+           "of the second round's blocks, %d are in the spent slab as a thread's own and %d "
+           "as shared blocks",
+           own, shared_there);
+    CHECK(sh_finish(t, n));
+    hk_heap_flush();
 }
 
 /* A thread that allocates more of a class than its shared blocks, then exits; and one that
@@ -2171,6 +2206,7 @@ int main(void) {
 #ifndef HK_HARDENED
     RUN(many_threads_take_their_first_blocks_from_a_shared_slab);
     RUN(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other);
+    RUN(a_spent_shared_slab_serves_as_shared_again_not_as_a_threads_own);
     RUN(a_thread_after_one_that_outgrew_its_shared_blocks_takes_none);
 #endif
     RUN(slabs_of_exited_thread_are_released_when_freed);
