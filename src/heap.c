@@ -1064,7 +1064,10 @@ static void hk_heap_caches_load(struct hk_heap *h) {
     unsigned n = 0;
     for (unsigned c = 0; c < HK_NCLASS; c++)
         if (h->free[c]) at[n++] = h->free[c];
-    while (n) {
+    /* At most 8,192 blocks a list (a slab's whole free list is 4,096 at most): one that a
+     * write to a freed block made into a loop must not hold the thread here; the walk after
+     * this one goes on as it did before the loads. */
+    for (uint32_t step = 0; n && step < 8192; step++) {
         for (unsigned i = 0; i < n;) {
             void *next = hk_link_get(at[i]);
             __asm__ volatile("" : : "r"(next)); /* a loop without effects may be dropped */
