@@ -84,7 +84,13 @@ HK_TLS struct hk_tls hk_tls = {
 };
 
 static struct hk_lock hk_records_lock = HK_LOCK_INIT;
-static struct hk_heap *hk_records; /* records given back, linked by next_record */
+/* Records given back, linked by next_record: those a thread wrote past the first page of
+ * (rest_written), and those it did not. A thread takes the first kind first: their pages are
+ * resident already, and the threads that write there are those that own slabs, which come
+ * first where threads start in rounds. crowd's first 32 threads of each round took records
+ * the threads before them had written one page of, and each round 32 more records kept three
+ * pages resident. */
+static struct hk_heap *hk_records, *hk_records_clean;
 
 _Static_assert(offsetof(struct hk_heap, room) ==
                    offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
@@ -391,8 +397,9 @@ static void hk_record_reap(void) {
         }
         *at = h->next_record;
         if (h->owner == NULL) {
-            h->next_record = hk_records;
-            hk_records = h;
+            struct hk_heap **to = h->rest_written ? &hk_records : &hk_records_clean;
+            h->next_record = *to;
+            *to = h;
         }
     }
 }
@@ -426,9 +433,10 @@ static int hk_rest_is_zero(const struct hk_heap *h) {
 static HK_NOINLINE struct hk_heap *hk_heap_record_take(void) {
     int e = errno; /* the reaping's tgkill may set it */
     hk_lock(&hk_records_lock);
-    if (!hk_records && hk_records_parting) hk_record_reap();
-    struct hk_heap *h = hk_records;
-    if (h) hk_records = h->next_record;
+    if (!hk_records && !hk_records_clean && hk_records_parting) hk_record_reap();
+    struct hk_heap **from = hk_records ? &hk_records : &hk_records_clean;
+    struct hk_heap *h = *from;
+    if (h) *from = h->next_record;
     hk_unlock(&hk_records_lock);
     errno = e;
     /* The rest of a record is zero in the template, and a new mapping is zero: it is not
@@ -441,6 +449,7 @@ static HK_NOINLINE struct hk_heap *hk_heap_record_take(void) {
         memcpy(h, &hk_heap_none, HK_RECORD_HOT);
         if (rest) memset((char *)h + HK_RECORD_HOT, 0, sizeof *h - HK_RECORD_HOT);
         else HK_ASSERT(hk_rest_is_zero(h));
+        h->rest_written = (uint8_t)rest; /* resident still: cleared again, and taken first */
         h->ospare = spare;
         h->ospare_n = spare_n;
     } else {

@@ -253,8 +253,10 @@ struct hk_heap {
     uint8_t no_xfer;                      /* trim, or transfer lists going home: none is used */
     uint8_t draining;                     /* applying its own inbox (heap.c, hk_heap_keep) */
     uint8_t parting;                      /* its thread's exit hook ran (heap records) */
-    uint8_t rest_written;                 /* a field past this page was written: a record
-                                           * used again clears them (heap records) */
+    uint8_t rest_written;                 /* a field past this page was written, by this
+                                           * record's thread or one before it: a record
+                                           * used again clears them, and is taken before
+                                           * one never written (heap records) */
     unsigned char flushed;                /* a free sent a batch away or stashed: count it for
                                            * the tick */
     struct hk_owner *owner;               /* NULL until the first slow-path call */

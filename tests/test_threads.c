@@ -1033,6 +1033,7 @@ static _Atomic int sh_allocated, sh_release;
  * read or written), after its malloc and after its free, and whether it holds a slab. */
 static int sh_rest[SH_THREADS][2], sh_slabbed[SH_THREADS];
 static struct hk_owner *sh_owner[SH_THREADS];
+static struct hk_heap *sh_record[SH_THREADS];
 
 static int sh_rest_resident(void) {
     unsigned char in[16];
@@ -1050,6 +1051,7 @@ static void *sh_member(void *arg) {
     sh_rest[i][0] = sh_rest_resident();
     sh_slabbed[i] = hk_tls.heap->slabbed != 0;
     sh_owner[i] = hk_tls.heap->owner;
+    sh_record[i] = hk_tls.heap;
     atomic_fetch_add(&sh_allocated, 1);
     while (!atomic_load(&sh_release)) usleep(100);
     const unsigned char *b = sh_block[i];
@@ -1204,6 +1206,26 @@ TEST(a_thread_that_owns_no_slab_touches_one_page_of_its_record) {
                i, sh_rest[i][0], sh_rest[i][1]);
     }
     CHECKF(light >= SH_LATE, "%d threads own no slab", light);
+    /* A second round: its threads that own slabs take the heap records that threads owning
+     * slabs wrote past their first page, resident already, not the others. */
+    struct hk_heap *written[SH_THREADS];
+    int nw = 0;
+    for (int i = 0; i < SH_THREADS; i++)
+        if (sh_slabbed[i]) written[nw++] = sh_record[i];
+    if (!sh_start_all(t, 48, &n)) return;
+    int owners = 0, fresh = 0;
+    for (int i = 0; i < SH_THREADS; i++) {
+        if (!sh_slabbed[i]) continue;
+        owners++;
+        int found = 0;
+        for (int k = 0; k < nw; k++) found |= written[k] == sh_record[i];
+        fresh += !found;
+    }
+    CHECKF(owners > 0 && fresh == 0,
+           "%d of the second round's %d threads that own slabs took a record no such thread "
+           "had written",
+           fresh, owners);
+    CHECK(sh_finish(t, n));
 }
 
 TEST(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other) {
