@@ -94,6 +94,14 @@ struct hk_slab *hk_orphan_adopt(unsigned c, struct hk_owner *o) {
     return s;
 }
 
+/* Under the lock: puts slab s, taken off its list, onto *emptied (linked by next) for
+ * hk_pool_release after the lock. */
+static inline void hk_orphan_emptied(struct hk_slab *s, struct hk_slab **emptied) {
+    s->list = HK_LIST_NONE;
+    s->next = *emptied;
+    *emptied = s;
+}
+
 /* Under the lock: moves orphan s, to which blocks were just freed, to the lists its count
  * calls for: none and onto *emptied (linked by next) at 0, else the partial list. */
 static inline void hk_orphan_freed(struct hk_slab *s, struct hk_slab **emptied) {
@@ -114,9 +122,7 @@ static inline void hk_orphan_freed(struct hk_slab *s, struct hk_slab **emptied) 
             return;
         }
 #endif
-        s->list = HK_LIST_NONE;
-        s->next = *emptied;
-        *emptied = s;
+        hk_orphan_emptied(s, emptied);
     } else if (s->list == HK_LIST_ORPHAN_FULL) {
         hk_slab_list_unlink(&hk_orphan_full[s->cls], s);
         hk_orphan_partial_push(s);
@@ -300,21 +306,25 @@ void *hk_orphan_share(unsigned c, uint32_t *n) {
     return b;
 }
 
+/* Whether slab s, empty, has been idle for the purge delay (always with force); its idle
+ * time starts at the first decay that sees it empty. */
+static int hk_orphan_idle_due(struct hk_slab *s, uint64_t now, uint64_t delay, int force) {
+    if (s->idle_since == 0) s->idle_since = now;
+    return force || now - s->idle_since >= delay;
+}
+
 /* Under class c's stripe: moves the spares idle for the purge delay (all of them with force)
- * onto *emptied; a spare's idle time starts at the first decay that sees it. */
+ * onto *emptied. */
 static void hk_orphan_spares_decay(unsigned c, uint64_t now, uint64_t delay, int force,
                                    struct hk_slab **emptied) {
     for (struct hk_slab **at = &hk_orphan_spare[c], *s; (s = *at) != NULL;) {
-        if (s->idle_since == 0) s->idle_since = now;
-        if (!force && now - s->idle_since < delay) {
+        if (!hk_orphan_idle_due(s, now, delay, force)) {
             at = &s->next;
             continue;
         }
         *at = s->next;
         atomic_fetch_sub_explicit(&hk_orphan_nspare[c], 1, memory_order_relaxed);
-        s->list = HK_LIST_NONE;
-        s->next = *emptied;
-        *emptied = s;
+        hk_orphan_emptied(s, emptied);
     }
 }
 
@@ -329,14 +339,9 @@ void hk_orphan_share_decay(uint64_t now, int force) {
             continue;
         hk_lock(hk_orphan_lock(c));
         if ((s = atomic_load_explicit(&hk_orphan_shared[c], memory_order_relaxed)) != NULL &&
-            s->used == 0) {
-            if (s->idle_since == 0) s->idle_since = now; /* empty since this tick */
-            if (force || now - s->idle_since >= delay) {
-                atomic_store_explicit(&hk_orphan_shared[c], NULL, memory_order_relaxed);
-                s->list = HK_LIST_NONE;
-                s->next = emptied;
-                emptied = s;
-            }
+            s->used == 0 && hk_orphan_idle_due(s, now, delay, force)) {
+            atomic_store_explicit(&hk_orphan_shared[c], NULL, memory_order_relaxed);
+            hk_orphan_emptied(s, &emptied);
         }
         hk_orphan_spares_decay(c, now, delay, force, &emptied);
         hk_unlock(hk_orphan_lock(c));
