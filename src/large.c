@@ -519,14 +519,21 @@ struct hk_gather {
     unsigned n;
 };
 
-/* Under the lock: takes out of the free extents, newest first, the resident spans to fill up
- * to len bytes; what is left of an extent around its span stays free. */
+/* Under the lock: takes out of the free extents, oldest first, the resident spans to fill up
+ * to len bytes; what is left of an extent around its span stays free. Oldest first: a piece
+ * that hits have left alone longest is the one stranded; the newest, just freed, is what the
+ * next request of a program in its stride takes without a system call. Moved, it only sent
+ * that request to fresh pages, and a moved page costs at its first touch what a fault costs
+ * where the kernel runs in a virtual machine that shadows page tables (about 10 us against
+ * 20 on this project's machines). Newest first, large 20000 64 4096 4 42 (blocks up to 4
+ * MiB, 4 live) moved 60-80 MiB and ran at 0.71 times the speed, with a peak RSS of 38.6 MiB
+ * against 31.2 (5 interleaved runs each). */
 static void hk_gather_take(struct hk_arena *a, struct hk_gather *g, size_t len) {
     struct hk_ext *cand[HK_GATHER_PIECES];
     unsigned nc = 0;
     size_t want = 0;
-    for (struct hk_ext *e = a->age_tail[HK_AGE_DIRTY]; e && nc < HK_GATHER_PIECES && want < len;
-         e = e->aprev) {
+    for (struct hk_ext *e = a->age_head[HK_AGE_DIRTY]; e && nc < HK_GATHER_PIECES && want < len;
+         e = e->anext) {
         if (e->dirty < HK_GATHER_MIN) continue;
         cand[nc++] = e;
         want += e->dhi - e->dlo;

@@ -346,6 +346,38 @@ TEST(large_blocks_land_on_resident_pages) {
     hak_free(c);
 }
 
+/* A miss gathers the free pieces that have been idle longest first: the one freed last is
+ * what the program's next request of its size would take from free memory at no cost. */
+TEST(large_miss_gathers_the_oldest_free_piece_first) {
+    size_t mib = (size_t)1 << 20;
+    hak_trim(); /* no free extent left to fit the request */
+    unsigned char *a = hak_malloc(4 * mib), *b = hak_malloc(4 * mib);
+    unsigned char *c = hak_malloc(4 * mib), *d = hak_malloc(4 * mib);
+    CHECK(a && b && c && d);
+    memset(a, 0xa5, 4 * mib);
+    memset(c, 0x5a, 4 * mib);
+    hak_free(a);
+    sleep_ms(5);
+    hak_free(c);
+    struct hak_stats s0 = stats();
+    unsigned char *e = hak_malloc(5 * mib);
+    struct hak_stats s1 = stats();
+    CHECK(e != NULL);
+    CHECKF(s1.large_gathered_bytes - s0.large_gathered_bytes == 5 * mib, "%zu KiB moved",
+           (s1.large_gathered_bytes - s0.large_gathered_bytes) >> 10);
+    /* The pieces lie in the block in the order they were taken. */
+    size_t from_a = 0, from_c = 0;
+    for (size_t i = 0; i < 4 * mib; i += 4096) from_a += e[i] == 0xa5;
+    for (size_t i = 4 * mib; i < 5 * mib; i += 4096) from_c += e[i] == 0x5a;
+    CHECKF(from_a == 4 * mib / 4096 && from_c == mib / 4096,
+           "%zu of the first 1024 pages from the older piece, %zu of the next 256 from the newer",
+           from_a, from_c);
+    hak_free(e);
+    hak_free(b);
+    hak_free(d);
+    hak_trim();
+}
+
 /* Free memory in pieces, none long enough for a request, is not left idle beside a new
  * mapping: its resident pages are moved into the new block, which then needs no fresh pages
  * and maps no more memory than was free. calloc of such a block clears it. */
@@ -1358,6 +1390,7 @@ int main(int argc, char **argv) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);
         RUN(large_miss_gathers_resident_free_pieces);
+        RUN(large_miss_gathers_the_oldest_free_piece_first);
         RUN(large_fit_is_the_shortest_that_holds_the_block);
         RUN(large_tier_grows_geometrically);
         RUN(large_rest_of_a_mapping_waits_for_the_unmap_delay);
