@@ -523,9 +523,9 @@ struct hk_gather {
  * to len bytes; what is left of an extent around its span stays free. Oldest first: a piece
  * that hits have left alone longest is the one stranded; the newest, just freed, is what the
  * next request of a program in its stride takes without a system call. Moved, it only sent
- * that request to fresh pages, and a moved page costs at its first touch what a fault costs
- * where the kernel runs in a virtual machine that shadows page tables (about 10 us against
- * 20 on this project's machines). Newest first, large 20000 64 4096 4 42 (blocks up to 4
+ * that request to fresh pages, and a moved page costs at its first touch about half what a
+ * fault costs where the kernel runs in a virtual machine that shadows page tables (10 us
+ * against 20 on this project's machines). Newest first, large 20000 64 4096 4 42 (blocks up to 4
  * MiB, 4 live) moved 60-80 MiB and ran at 0.71 times the speed, with a peak RSS of 38.6 MiB
  * against 31.2 (5 interleaved runs each). */
 static void hk_gather_take(struct hk_arena *a, struct hk_gather *g, size_t len) {
