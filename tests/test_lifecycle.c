@@ -346,19 +346,30 @@ TEST(large_blocks_land_on_resident_pages) {
     hak_free(c);
 }
 
+/* Leaves the large tier (trimmed first, so that no other free extent fits a request) with two
+ * free pieces of piece bytes, the first filled with 0xa5 and the second with 0x5a and freed
+ * pause_ms later, each followed by a live block of gap bytes (*b, *d) that keeps them apart. */
+static void two_free_pieces(size_t piece, size_t gap, unsigned pause_ms, unsigned char **b,
+                            unsigned char **d) {
+    hak_trim();
+    unsigned char *a = hak_malloc(piece);
+    *b = hak_malloc(gap);
+    unsigned char *c = hak_malloc(piece);
+    *d = hak_malloc(gap);
+    CHECK(a && *b && c && *d);
+    memset(a, 0xa5, piece);
+    memset(c, 0x5a, piece);
+    hak_free(a);
+    if (pause_ms) sleep_ms(pause_ms);
+    hak_free(c);
+}
+
 /* A miss gathers the free pieces that have been idle longest first: the one freed last is
  * what the program's next request of its size would take from free memory at no cost. */
 TEST(large_miss_gathers_the_oldest_free_piece_first) {
     size_t mib = (size_t)1 << 20;
-    hak_trim(); /* no free extent left to fit the request */
-    unsigned char *a = hak_malloc(4 * mib), *b = hak_malloc(4 * mib);
-    unsigned char *c = hak_malloc(4 * mib), *d = hak_malloc(4 * mib);
-    CHECK(a && b && c && d);
-    memset(a, 0xa5, 4 * mib);
-    memset(c, 0x5a, 4 * mib);
-    hak_free(a);
-    sleep_ms(5);
-    hak_free(c);
+    unsigned char *b, *d;
+    two_free_pieces(4 * mib, 4 * mib, 5, &b, &d);
     struct hak_stats s0 = stats();
     unsigned char *e = hak_malloc(5 * mib);
     struct hak_stats s1 = stats();
@@ -384,14 +395,8 @@ TEST(large_miss_gathers_the_oldest_free_piece_first) {
 TEST(large_miss_gathers_resident_free_pieces) {
     size_t mib = (size_t)1 << 20;
     for (int round = 0; round < 2; round++) {
-        hak_trim(); /* no free extent left to fit the request */
-        unsigned char *a = hak_malloc(8 * mib), *b = hak_malloc(2 * mib);
-        unsigned char *c = hak_malloc(8 * mib), *d = hak_malloc(2 * mib);
-        CHECK(a && b && c && d);
-        memset(a, 0xa5, 8 * mib);
-        memset(c, 0x5a, 8 * mib);
-        hak_free(a);
-        hak_free(c);
+        unsigned char *b, *d;
+        two_free_pieces(8 * mib, 2 * mib, 0, &b, &d);
         struct hak_stats s0 = stats();
         size_t n = 14 * mib;
         unsigned char *e = round == 0 ? hak_malloc(n) : hak_calloc(1, n);
@@ -734,15 +739,20 @@ TEST(decay_releases_idle_pages_after_the_delay) {
         CHECKF(kept == 2, "%d slabs kept", kept);                                              \
     } while (0)
     size_t pages;
+    uint64_t t0 = hk_now_ms();
     struct hak_stats a = stats();
     for (int i = 0; i < N; i++) hak_free(p[i]);
     hk_heap_flush(); /* the blocks the cache kept (heap.h, "Reuse") go home too */
     hak_free(big);
     struct hak_stats b = stats();
-    CHECK(b.os_madvise == a.os_madvise && b.os_munmap == a.os_munmap);
-    POOLED_RESIDENT(pages);
-    CHECKF(pages == (SLABS - 3) * 16, "EMPTY slabs released at once: %zu pages left", pages);
-    CHECK(resident(big, big_n) == big_n / 4096);
+    /* Nothing is released at once, within the purge delay (200 ms here). On a loaded machine
+     * the frees of the debug and sanitizer builds can take longer, and a tick then releases. */
+    if (hk_now_ms() - t0 < hk_pol_purge_delay()) {
+        CHECK(b.os_madvise == a.os_madvise && b.os_munmap == a.os_munmap);
+        POOLED_RESIDENT(pages);
+        CHECKF(pages == (SLABS - 3) * 16, "EMPTY slabs released at once: %zu pages left", pages);
+        CHECK(resident(big, big_n) == big_n / 4096);
+    }
     sleep_ms(300);
     tick();
     struct hak_stats c = stats();
