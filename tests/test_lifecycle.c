@@ -389,6 +389,35 @@ TEST(large_miss_gathers_the_oldest_free_piece_first) {
     hak_trim();
 }
 
+/* A miss whose new mapping lands beside the resident free memory uses those pages where they
+ * are: the block is placed over them, and nothing is moved (a moved page costs most of a
+ * fault at its first touch where the kernel runs in a VM that shadows page tables). The
+ * kernel puts a new mapping right below the last one where there is room, as it does here;
+ * the block then ends where the freed one ended. */
+TEST(large_miss_beside_resident_free_memory_moves_nothing) {
+    size_t mib = (size_t)1 << 20;
+    hak_trim();
+    unsigned char *x = hak_malloc(6 * mib);
+    CHECK(x != NULL);
+    memset(x, 0x77, 6 * mib);
+    hak_free(x);
+    struct hak_stats s0 = stats();
+    unsigned char *y = hak_malloc(10 * mib); /* longer than anything free: a miss */
+    struct hak_stats s1 = stats();
+    CHECK(y != NULL);
+    CHECKF(s1.large_cache_misses - s0.large_cache_misses == 1, "%zu misses",
+           s1.large_cache_misses - s0.large_cache_misses);
+    CHECKF(s1.large_gathers == s0.large_gathers && s1.os_mremap == s0.os_mremap,
+           "%zu gathers, %zu mremap calls", s1.large_gathers - s0.large_gathers,
+           s1.os_mremap - s0.os_mremap);
+    CHECKF(y + 10 * mib == x + 6 * mib, "y ends %+td KiB from where x ended",
+           (y + 10 * mib - (x + 6 * mib)) / 1024);
+    CHECKF(resident(y, 10 * mib) == 6 * mib / 4096, "%zu pages of y resident before use",
+           resident(y, 10 * mib));
+    hak_free(y);
+    hak_trim();
+}
+
 /* Free memory in pieces, none long enough for a request, is not left idle beside a new
  * mapping: its resident pages are moved into the new block, which then needs no fresh pages
  * and maps no more memory than was free. calloc of such a block clears it. */
@@ -1400,6 +1429,7 @@ int main(int argc, char **argv) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);
         RUN(large_miss_gathers_resident_free_pieces);
+        RUN(large_miss_beside_resident_free_memory_moves_nothing);
         RUN(large_miss_gathers_the_oldest_free_piece_first);
         RUN(large_fit_is_the_shortest_that_holds_the_block);
         RUN(large_tier_grows_geometrically);
