@@ -69,7 +69,10 @@ struct hak_stats {
     size_t large_free_dirty_now, large_free_clean_now; /* free large bytes: resident / released */
     size_t large_cache_hits, large_cache_misses;  /* large requests served from free memory or not */
     size_t large_purged_bytes;
-    size_t large_realloc_in_place, large_realloc_mremap;
+    size_t large_realloc_in_place, large_realloc_mremap; /* large blocks grown in place, or
+                                               * moved to new address space (mremap) */
+    size_t large_realloc_copied;               /* large blocks grown by copying them into
+                                               * free memory still resident */
     size_t large_gathers, large_gathered_bytes; /* misses served partly by moving free
                                                  * resident pages into the new block (mremap) */
     size_t large_arenas;                       /* page heaps the large tier is split into */

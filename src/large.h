@@ -28,8 +28,8 @@
  * follows the live size. Live blocks are found by address in a hash table, so
  * free() and realloc() need no header and a pointer that is not a live block's start is
  * recognised. realloc grows in place into a free neighbour, shrinks in place, and otherwise
- * moves the pages with mremap, copying nothing: into resident free memory that fits where
- * there is some, else to new address space.
+ * copies the block into resident free memory that fits where there is some, else moves its
+ * pages to new address space with mremap, copying nothing.
  *
  * The tier is split into arenas, each such a page heap under a lock of its own (system calls
  * run outside it), so threads that allocate big blocks at once do not queue on one mutex.
@@ -77,8 +77,8 @@ void hk_large_free_inner(void *p, size_t dirty) HK_INTERNAL;
  * foreign pointer); 0, neither. */
 enum { HK_LARGE_FREED = -1, HK_LARGE_LIVE = 1 };
 int hk_large_lookup(const void *p, size_t *len, unsigned *arena) HK_INTERNAL;
-/* Resizes large block p to n bytes in place, into resident free memory, or by mremap (not
- * with HK_LARGE_NO_MAP); NULL (p intact) if it cannot. */
+/* Resizes large block p to n bytes in place, by copying into resident free memory, or by
+ * mremap (not with HK_LARGE_NO_MAP); NULL (p intact) if it cannot. */
 void *hk_large_realloc(void *p, size_t n, unsigned flags) HK_INTERNAL;
 /* Releases what is due at time now (see above); with force, every free extent's pages and
  * mappings. Returns the bytes given back to the OS. */

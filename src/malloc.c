@@ -27,9 +27,10 @@
 /* glibc refuses requests above PTRDIFF_MAX so that pointer differences stay defined. */
 #define HK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
-/* Resizes large block p in place or by moving its pages (hk_large_realloc); where that would
- * map more while the pool keeps free SuperSlabs, they go to the page heap first, and the
- * block grows into them. NULL if the tier cannot (p intact). */
+/* Resizes large block p in place, by copying it into resident free memory, or by moving its
+ * pages (hk_large_realloc); where that would map more while the pool keeps free SuperSlabs,
+ * they go to the page heap first, and the block grows into them. NULL if the tier cannot (p
+ * intact). */
 static void *hk_large_grow(void *p, size_t n) {
     if (!hk_pool_has_cache()) return hk_large_realloc(p, n, 0);
     void *q = hk_large_realloc(p, n, HK_LARGE_NO_MAP);
@@ -334,7 +335,8 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
         return hk_realloc_move(p, have, n);
     }
     if (n > HK_MID_MAX) {
-        /* Large to large: in place, or the pages move with mremap; copying is the last resort. */
+        /* Large to large: in place, copied into resident free memory, or the pages move with
+         * mremap; a new block of another tier is the last resort. */
         void *q = hk_large_grow(p, n);
         if (q) return q;
     }

@@ -86,7 +86,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(pool_empty_bytes_now)                                                                    \
     X(pool_purged_bytes) X(superslabs_unmapped) X(large_free_dirty_now)                        \
     X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
-    X(large_realloc_in_place) X(large_realloc_mremap) X(large_gathers)                         \
+    X(large_realloc_in_place) X(large_realloc_mremap) X(large_realloc_copied) X(large_gathers)  \
     X(large_gathered_bytes) X(large_arenas) X(large_steals) X(large_queued_frees)              \
     X(purge_delay_ms)                                                                          \
     X(unmap_delay_ms)                                                                          \
@@ -156,7 +156,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  free memory kept: pool %zu bytes EMPTY, large %zu bytes resident + %zu released; "
            "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs to the page heap\n"
            "  large: %zu arenas (%zu free extents moved between them, %zu frees left for the lock's holder), %zu hits, %zu misses (%zu gathered free pages, %zu bytes); realloc %zu in "
-           "place, %zu by mremap\n"
+           "place, %zu copied into resident free memory, %zu by mremap\n"
            "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "
            "bytes, SuperSlab cache %zu\n"
            "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
@@ -172,7 +172,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->large_free_dirty_now, s->large_free_clean_now, s->pool_purged_bytes,
            s->large_purged_bytes, s->superslabs_unmapped, s->large_arenas, s->large_steals, s->large_queued_frees, s->large_cache_hits,
            s->large_cache_misses, s->large_gathers, s->large_gathered_bytes,
-           s->large_realloc_in_place, s->large_realloc_mremap,
+           s->large_realloc_in_place, s->large_realloc_copied, s->large_realloc_mremap,
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
            s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
            s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->threads_started,

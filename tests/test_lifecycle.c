@@ -542,6 +542,40 @@ TEST(large_block_prefers_resident_memory) {
     hak_trim();
 }
 
+/* A large block that cannot grow in place, with resident free memory elsewhere that fits its
+ * new length, is copied there (not moved with mremap, which would drop the resident pages it
+ * lands on and leave a hole where the block was), and its old place stays resident as free
+ * memory for the next request. */
+TEST(large_block_grows_by_copying_into_resident_free_memory) {
+    hak_trim();
+    size_t xn = (size_t)3 << 19, yn = (size_t)5 << 18; /* 1.5 MiB, 1.25 MiB */
+    unsigned char *x = hak_malloc(xn); /* a miss: 4 MiB mapped, x at its start */
+    unsigned char *y = hak_malloc(yn); /* after x */
+    unsigned char *z = hak_malloc(yn); /* after y: y cannot grow in place */
+    CHECK(x != NULL && y != NULL && z != NULL && y == x + xn && z == y + yn);
+    memset(x, 7, xn);
+    for (size_t i = 0; i < yn; i++) y[i] = (unsigned char)(i * 31 + 5);
+    hak_free(x); /* 1.5 MiB free and resident, before y */
+    struct hak_stats a = stats();
+    unsigned char *q = hak_realloc(y, xn);
+    struct hak_stats b = stats();
+    CHECKF(q == x, "the block went %+td KiB from the resident extent", (q - x) >> 10);
+    int same = 1;
+    for (size_t i = 0; i < yn; i++) same &= q[i] == (unsigned char)(i * 31 + 5);
+    CHECK(same);
+    CHECKF(b.os_mremap == a.os_mremap && b.os_mmap == a.os_mmap, "mremap +%zu, mmap +%zu",
+           b.os_mremap - a.os_mremap, b.os_mmap - a.os_mmap);
+    CHECK(b.large_realloc_copied == a.large_realloc_copied + 1);
+    CHECKF(resident(y, yn) == yn / 4096, "%zu of %zu pages of the old place resident",
+           resident(y, yn), yn / 4096);
+    unsigned char *w = hak_malloc(yn); /* the old place serves the next request */
+    CHECKF(w == y, "the next block went %+td KiB from the old place", (w - y) >> 10);
+    hak_free(w);
+    hak_free(q);
+    hak_free(z);
+    hak_trim();
+}
+
 /* A huge block (32 MiB or more) freed while its arena holds at least as much live, and no
  * huge block has been reused lately, gives its pages back at its free, as glibc does: a table
  * that grew into a copy twice as big rarely wants the old one again. One allocated again soon
@@ -1435,6 +1469,7 @@ int main(int argc, char **argv) {
         RUN(large_tier_grows_geometrically);
         RUN(large_rest_of_a_mapping_waits_for_the_unmap_delay);
         RUN(large_block_prefers_resident_memory);
+        RUN(large_block_grows_by_copying_into_resident_free_memory);
         RUN(huge_block_goes_back_at_free_unless_reused);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);
         RUN(boundaries_of_every_tier);
