@@ -23,7 +23,9 @@
  * holds as much live, has its pages released at once unless huge blocks were reused in the
  * last two purge delays; an extent with none left, idle for the unmap delay (the untouched
  * rest of a mapping: since it was mapped), is unmapped. A request that no free extent fits
- * gets a new mapping, into which the resident spans of free extents are moved first (mremap: page tables move, nothing is copied), so
+ * gets a new mapping, into which the resident spans of free extents are moved first (mremap:
+ * page tables move, nothing is copied; each span where it lies in its 2 MiB stretch, so that
+ * whole page tables move), so
  * free memory split between live blocks serves it without fresh pages and the footprint
  * follows the live size. Live blocks are found by address in a hash table, so
  * free() and realloc() need no header and a pointer that is not a live block's start is

@@ -1,4 +1,5 @@
-/* The OS layer: every mmap, munmap and madvise hakmem makes goes through here and is counted. */
+/* The OS layer: every mmap, munmap, madvise and mremap hakmem makes goes through here and is
+ * counted; calls that change page tables cover at most one 2 MiB-aligned stretch each (os.c). */
 #ifndef HK_OS_H
 #define HK_OS_H
 
@@ -9,11 +10,15 @@ void *hk_os_map(size_t size) HK_INTERNAL;
 void hk_os_unmap(void *p, size_t size) HK_INTERNAL;
 /* Releases the pages (contents become zero on next touch); the range stays mapped. */
 void hk_os_release(void *p, size_t size) HK_INTERNAL;
-/* Grows or shrinks a mapping, possibly moving it; NULL on failure (old mapping intact). */
+/* Grows mapping p of old_size bytes to new_size, in place where the address space after it is
+ * free, else by moving its pages to new address space (the rest copied, should some not
+ * move); NULL on failure (old mapping intact). */
 void *hk_os_remap(void *p, size_t old_size, size_t new_size) HK_INTERNAL;
 
-/* Moves the pages of [from, from+size) to [to, to+size), replacing what was mapped there; the
- * source range is then unmapped. 0 on failure (nothing moved: the source may span mappings). */
-int hk_os_move(void *from, size_t size, void *to) HK_INTERNAL;
+/* Moves the pages of [from, from+size) to [to, to+size), replacing what was mapped there,
+ * from the front, a 2 MiB-aligned stretch at a time; the source's moved part is then
+ * unmapped. Returns the bytes moved: less than size where the kernel would not move a
+ * stretch (before Linux 6.17 it refuses one that spans two mappings), the rest left in place. */
+size_t hk_os_move(void *from, size_t size, void *to) HK_INTERNAL;
 
 #endif

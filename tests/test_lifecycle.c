@@ -420,7 +420,9 @@ TEST(large_miss_beside_resident_free_memory_moves_nothing) {
 
 /* Free memory in pieces, none long enough for a request, is not left idle beside a new
  * mapping: its resident pages are moved into the new block, which then needs no fresh pages
- * and maps no more memory than was free. calloc of such a block clears it. */
+ * and maps no more memory than was free, but for at most one 2 MiB stretch of address space,
+ * untouched (the block starts where its first piece lies in its stretch, so that whole page
+ * tables move). calloc of such a block clears it. */
 TEST(large_miss_gathers_resident_free_pieces) {
     size_t mib = (size_t)1 << 20;
     for (int round = 0; round < 2; round++) {
@@ -435,8 +437,12 @@ TEST(large_miss_gathers_resident_free_pieces) {
                    s1.large_gathered_bytes - s0.large_gathered_bytes == n,
                "%zu gathers, %zu KiB moved", s1.large_gathers - s0.large_gathers,
                (s1.large_gathered_bytes - s0.large_gathered_bytes) >> 10);
-        CHECKF(s1.mapped_bytes_now == s0.mapped_bytes_now, "mapped %+td KiB",
-               (ptrdiff_t)(s1.mapped_bytes_now - s0.mapped_bytes_now) / 1024);
+        CHECKF(s1.mapped_bytes_now - s0.mapped_bytes_now <= 2 * mib &&
+                   s1.large_free_clean_now - s0.large_free_clean_now ==
+                       s1.mapped_bytes_now - s0.mapped_bytes_now,
+               "mapped %+td KiB, free untouched %+td KiB",
+               (ptrdiff_t)(s1.mapped_bytes_now - s0.mapped_bytes_now) / 1024,
+               (ptrdiff_t)(s1.large_free_clean_now - s0.large_free_clean_now) / 1024);
         CHECKF(s1.large_free_dirty_now + n == s0.large_free_dirty_now,
                "free resident %zu KiB before, %zu after", s0.large_free_dirty_now >> 10,
                s1.large_free_dirty_now >> 10);
@@ -461,6 +467,55 @@ TEST(large_miss_gathers_resident_free_pieces) {
         hak_free(b);
         hak_free(d);
     }
+    hak_trim();
+}
+
+/* A gathered piece lands in the block where it lies in its 2 MiB stretch at its source, after
+ * the piece before it, so that the kernel moves whole page tables (a moved page cost 5-9 us at
+ * its next touch on this project's machines where pages moved one by one): the block starts
+ * where its first piece lies in its stretch, and a piece that would not lie so right after the
+ * one before leaves a gap of the mapping's own untouched pages. */
+TEST(large_gather_keeps_each_piece_where_it_lies_in_its_stretch) {
+    size_t mib = (size_t)1 << 20, S = 2 * mib, k = mib / 2;
+    hak_trim();
+    unsigned char *x = hak_malloc(48 * k); /* one extent, cut from its front below */
+    CHECK(x != NULL);
+    hak_free(x);
+    unsigned char *a = hak_malloc(14 * k), *b = hak_malloc(3 * k), *c = hak_malloc(14 * k),
+                  *d = hak_malloc(3 * k), *f = hak_malloc(14 * k); /* f: the rest */
+    CHECKF(a && b == a + 14 * k && c == b + 3 * k && d == c + 14 * k && f == d + 3 * k,
+           "b %+td c %+td d %+td f %+td KiB from a", (b - a) >> 10, (c - a) >> 10,
+           (d - a) >> 10, (f - a) >> 10);
+    memset(a, 0xa5, 14 * k);
+    memset(c, 0x5a, 14 * k);
+    hak_free(a);
+    sleep_ms(5);
+    hak_free(c); /* c lies 1.5 MiB on from a in its stretch */
+    struct hak_stats s0 = stats();
+    size_t n = 12 * mib; /* longer than any free extent: a miss */
+    unsigned char *e = hak_malloc(n);
+    struct hak_stats s1 = stats();
+    CHECK(e != NULL);
+    CHECKF(((uintptr_t)e - (uintptr_t)a) % S == 0,
+           "the block starts %zu KiB off a's place in its stretch",
+           (size_t)(((uintptr_t)e - (uintptr_t)a) % S) >> 10);
+    /* a at the start, 7 MiB; c where it lies in its stretch: 8.5 MiB on, 3.5 MiB of it. */
+    CHECKF(s1.large_gathered_bytes - s0.large_gathered_bytes == 21 * k, "%zu KiB moved",
+           (s1.large_gathered_bytes - s0.large_gathered_bytes) >> 10);
+    size_t from_a = 0, from_c = 0;
+    for (size_t i = 0; i < 14 * k; i += 4096) from_a += e[i] == 0xa5;
+    for (size_t i = 17 * k; i < n; i += 4096) from_c += e[i] == 0x5a;
+    CHECKF(from_a == 14 * k / 4096 && from_c == 7 * k / 4096, "%zu pages of a, %zu of c",
+           from_a, from_c);
+    CHECKF(resident(e + 14 * k, 3 * k) == 0, "%zu pages of the gap resident",
+           resident(e + 14 * k, 3 * k));
+    /* What of c did not fit stays free and resident where it was. */
+    CHECKF(resident(c + 7 * k, 7 * k) == 7 * k / 4096, "%zu pages of c's rest resident",
+           resident(c + 7 * k, 7 * k));
+    hak_free(e);
+    hak_free(b);
+    hak_free(d);
+    hak_free(f);
     hak_trim();
 }
 
@@ -1465,6 +1520,7 @@ int main(int argc, char **argv) {
         RUN(large_miss_gathers_resident_free_pieces);
         RUN(large_miss_beside_resident_free_memory_moves_nothing);
         RUN(large_miss_gathers_the_oldest_free_piece_first);
+        RUN(large_gather_keeps_each_piece_where_it_lies_in_its_stretch);
         RUN(large_fit_is_the_shortest_that_holds_the_block);
         RUN(large_tier_grows_geometrically);
         RUN(large_rest_of_a_mapping_waits_for_the_unmap_delay);

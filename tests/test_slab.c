@@ -11,6 +11,7 @@
 #include "check.h"
 #include "hakmem.h"
 #include "heap.h"
+#include "os.h"
 #include "superslab.h"
 
 static uint64_t rng_state = 88172645463325252ull;
@@ -32,8 +33,11 @@ static int in_new_thread(void *(*fn)(void *)) {
 static unsigned resident_pages(void *start, size_t len) {
     unsigned char vec[64];
     unsigned n = 0;
-    if (mincore(start, len, vec) != 0) return ~0u;
-    for (size_t i = 0; i < len / 4096; i++) n += vec[i] & 1;
+    for (size_t off = 0; off < len; off += sizeof vec * 4096) {
+        size_t k = len - off < sizeof vec * 4096 ? len - off : sizeof vec * 4096;
+        if (mincore((char *)start + off, k, vec) != 0) return ~0u;
+        for (size_t i = 0; i < k / 4096; i++) n += vec[i] & 1;
+    }
     return n;
 }
 
@@ -659,8 +663,10 @@ TEST(a_superslab_is_one_mapping_where_the_kernel_aligns) {
 }
 
 TEST(large_blocks_grow_without_copying) {
-    /* Growing a large block moves its pages (mremap) or takes the free memory after it: the
-     * stats count either, and nothing is mapped for it. */
+    /* Growing a large block with no free memory at hand moves its pages (mremap) or takes the
+     * address space after it: the stats count either, the old pages are what mremap moved or
+     * kept, and no more is mapped than the new length and the 2 MiB of slack that new
+     * address space is trimmed of (os.c). */
     struct hak_stats a, b;
     size_t n = (size_t)3 << 20;
     char *p = hak_malloc(n);
@@ -671,11 +677,57 @@ TEST(large_blocks_grow_without_copying) {
     CHECK(p != NULL && p[0] == 7 && p[n - 1] == 7);
     CHECK(b.large_realloc_in_place + b.large_realloc_mremap ==
           a.large_realloc_in_place + a.large_realloc_mremap + 1);
-    /* Nothing is mapped for the block; the page map may map a leaf (256 KiB) for its new
-     * place, which lies where the kernel put it. */
-    CHECKF(b.os_mmap_bytes - a.os_mmap_bytes < n, "%zu bytes mapped",
-           b.os_mmap_bytes - a.os_mmap_bytes);
+    CHECKF(b.os_mremap_bytes - a.os_mremap_bytes >= n, "%zu bytes moved or kept",
+           b.os_mremap_bytes - a.os_mremap_bytes);
+    /* The page map may map a leaf (256 KiB) for the new place, which lies where the kernel
+     * put it. */
+    CHECKF(b.os_mmap_bytes - a.os_mmap_bytes <= ((size_t)66 << 20) + ((size_t)256 << 10),
+           "%zu bytes mapped", b.os_mmap_bytes - a.os_mmap_bytes);
     hak_free(p);
+}
+
+/* Calls that change page tables cover one 2 MiB-aligned stretch each (os.c): 6 MiB from 4 KiB
+ * past a boundary is 4 calls. A move goes stretch by stretch from the front and, where a
+ * stretch would not move, stops there and says how far it got, the rest left in place. */
+TEST(os_calls_cover_one_stretch_each) {
+    const size_t S = (size_t)2 << 20, n = 3 * S;
+    struct hak_stats a, b;
+    /* Three mappings: each move goes into one of them, never into the hole a move left
+     * (any mapping made meanwhile may have landed there). */
+    char *r = hk_os_map(5 * S), *d = hk_os_map(5 * S), *t = hk_os_map(5 * S);
+    CHECK(r != NULL && d != NULL && t != NULL);
+    char *p = (char *)(((uintptr_t)r + S - 1) & ~(uintptr_t)(S - 1)) + 4096;
+    char *q = (char *)(((uintptr_t)d + S - 1) & ~(uintptr_t)(S - 1)) + 4096;
+    char *w = (char *)(((uintptr_t)t + S - 1) & ~(uintptr_t)(S - 1)) + 4096;
+    memset(p, 5, n);
+    hak_stats_get(&a);
+    hk_os_release(p, n);
+    hak_stats_get(&b);
+    CHECKF(b.os_madvise - a.os_madvise == 4, "%zu calls", b.os_madvise - a.os_madvise);
+    CHECK(b.os_madvise_bytes - a.os_madvise_bytes == n);
+    CHECK(resident_pages(p, n) == 0 && p[0] == 0 && p[n - 1] == 0);
+    memset(p, 6, n);
+    hak_stats_get(&a);
+    size_t moved = hk_os_move(p, n, q);
+    hak_stats_get(&b);
+    CHECKF(moved == n && b.os_mremap - a.os_mremap == 4, "%zu moved in %zu calls", moved,
+           b.os_mremap - a.os_mremap);
+    CHECK(q[0] == 6 && q[n / 2] == 6 && q[n - 1] == 6);
+    /* A hole inside the source's third stretch: kernels before 6.17 refuse to move a range
+     * that is not one mapping, and the move stops at that stretch; later ones move it all. */
+    CHECK(munmap(q + 2 * S + S / 2, 4096) == 0);
+    moved = hk_os_move(q, n, w);
+    CHECKF(moved == 2 * S - 4096 || moved == n, "%zu moved", moved);
+    CHECK(w[0] == 6 && w[moved - 1] == 6);
+    if (moved < n) { /* the rest is where it was */
+        CHECK(q[moved] == 6 && q[n - 1] == 6);
+        hk_os_unmap(q + moved, n - moved);
+    }
+    hk_os_unmap(t, 5 * S);
+    hk_os_unmap(d, (size_t)(q - d));
+    hk_os_unmap(q + n, (size_t)(d + 5 * S - (q + n)));
+    hk_os_unmap(r, (size_t)(p - r));
+    hk_os_unmap(p + n, (size_t)(r + 5 * S - (p + n)));
 }
 
 /* Every slot of a SuperSlab either heads a small slab of one slot or has no small class: free
@@ -776,6 +828,7 @@ int main(void) {
     RUN(empty_slabs_are_kept_then_trimmed);
     RUN(a_superslab_is_one_mapping_where_the_kernel_aligns);
     RUN(large_blocks_grow_without_copying);
+    RUN(os_calls_cover_one_stretch_each);
     RUN(a_slot_of_a_span_has_no_small_class);
     RUN(pointer_to_slab_is_arithmetic);
     RUN(every_small_size_gets_its_smallest_class);
