@@ -868,14 +868,17 @@ static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
 
 
 /* Arena a (locked, a record reserved) takes [addr, addr + len) of a new mapping, untouched,
- * as free memory. */
-static void hk_free_fresh(struct hk_arena *a, uintptr_t addr, size_t len, uint64_t now) {
+ * as free memory (kept for the unmap delay, as any); returns its record, merged with free
+ * neighbours. */
+static struct hk_ext *hk_free_fresh(struct hk_arena *a, uintptr_t addr, size_t len,
+                                    uint64_t now) {
     struct hk_ext *t = hk_ext_take(a);
     t->addr = addr;
     t->len = len;
     t->zero = 1;
     t->idle_since = now;
     hk_free_merge_insert(a, t);
+    return t;
 }
 
 void *hk_large_alloc(size_t n, size_t align, int *zeroed, unsigned flags) {
@@ -1000,12 +1003,7 @@ void *hk_large_alloc(size_t n, size_t align, int *zeroed, unsigned flags) {
             hk_unlock(&a->lock);
             return (void *)b;
         }
-        e = hk_ext_take(a);
-        e->addr = (uintptr_t)m;
-        e->len = map;
-        e->zero = 1;
-        e->idle_since = now;
-        hk_free_merge_insert(a, e);
+        e = hk_free_fresh(a, (uintptr_t)m, map, now);
         if (!hk_fits(e, len, align)) e = hk_find_fit(a, len, align);
         HK_ASSERT(e != NULL);
     }

@@ -94,7 +94,7 @@ void *hk_os_remap(void *p, size_t old_size, size_t new_size) {
     if (!r) return NULL;
     char *q = r + (((uintptr_t)p - (uintptr_t)r) & (HK_OS_STRETCH - 1));
     if (q > r) hk_os_unmap(r, (size_t)(q - r));
-    if (r + HK_OS_STRETCH > q) hk_os_unmap(q + new_size, (size_t)(r + HK_OS_STRETCH - q));
+    hk_os_unmap(q + new_size, (size_t)(r + HK_OS_STRETCH - q)); /* q < r + HK_OS_STRETCH */
     size_t moved = hk_os_move(p, old_size, q);
     if (moved < old_size) { /* a stretch would not move (hk_os_move): the rest copied */
         memcpy(q + moved, (char *)p + moved, old_size - moved);
