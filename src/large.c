@@ -343,15 +343,15 @@ static inline int hk_fits(const struct hk_ext *e, size_t len, size_t align) {
 }
 
 /* The shortest extent of bin b that can hold len bytes at alignment align (of the first
- * HK_FIT_TRIES; the dirtier of two as long), or NULL; with resident, only one of whose pages
- * at least half the block's worth may be resident. */
+ * HK_FIT_TRIES; the dirtier of two as long), or NULL; only one of whose pages at least dirt
+ * bytes may be resident. */
 #define HK_FIT_TRIES 32
 static struct hk_ext *hk_best_in(struct hk_arena *a, unsigned b, size_t len, size_t align,
-                                 int resident) {
+                                 size_t dirt) {
     struct hk_ext *best = NULL;
     int tries = HK_FIT_TRIES;
     for (struct hk_ext *e = a->bins[b]; e && tries--; e = e->next)
-        if (hk_fits(e, len, align) && (!resident || e->dirty >= len / 2) &&
+        if (hk_fits(e, len, align) && e->dirty >= dirt &&
             (!best || e->len < best->len || (e->len == best->len && e->dirty > best->dirty)))
             best = e;
     return best;
@@ -367,18 +367,33 @@ static struct hk_ext *hk_best_in(struct hk_arena *a, unsigned b, size_t len, siz
  * after them found none, faulted in fresh pages, and the pieces left over grew the dirty
  * bytes past the budget, which released them to be faulted in again (large_churn, 512 live
  * blocks of 1..4 MiB: 596,745 page faults and 1,383 MiB peak RSS, against 334,617 and 1,308
- * MiB with this, and the same with best fit alone). */
-#define HK_FIT_REACH 2 /* bins looked at for resident memory: half a doubling */
+ * MiB with this, and the same with best fit alone). Beyond that reach, an extent that may
+ * hold the whole block's worth of resident pages is still taken before untouched memory, the
+ * shortest of the lowest bin that has one: the block then need fault in nothing, and what is
+ * left of the extent is resident memory still (large_churn: 1,404 MiB peak RSS and 359,000 page
+ * faults without this pass, 1,318 MiB and 337,000 with it, 1.12 times as fast). */
+#define HK_FIT_REACH 2 /* bins looked at for half a block of resident memory: half a doubling */
+#define HK_FIT_FAR_TRIES 64 /* extents looked at beyond them, in all */
 /* hk_find_fit's first pass (below): an extent with resident memory for the block, or NULL. */
 static struct hk_ext *hk_find_resident(struct hk_arena *a, size_t len, size_t align) {
     unsigned b = hk_bin(len);
     struct hk_ext *e;
-    if (hk_get(&a->free_dirty) >= len / 2)
-        for (unsigned bb = b; bb < b + HK_FIT_REACH && bb < HK_NBINS; bb++)
-            if ((a->binmap[bb / 64] >> (bb % 64) & 1) &&
-                (e = hk_best_in(a, bb, len, align, 1)) != NULL)
-                return e;
-    return NULL;
+    size_t dirty = hk_get(&a->free_dirty);
+    if (dirty < len / 2) return NULL;
+    for (unsigned bb = b; bb < b + HK_FIT_REACH && bb < HK_NBINS; bb++)
+        if ((a->binmap[bb / 64] >> (bb % 64) & 1) &&
+            (e = hk_best_in(a, bb, len, align, len / 2)) != NULL)
+            return e;
+    if (dirty < len) return NULL;
+    struct hk_ext *best = NULL;
+    int tries = HK_FIT_FAR_TRIES;
+    for (unsigned bb = b + HK_FIT_REACH; bb < HK_NBINS && tries > 0 && !best; bb++) {
+        if (!(a->binmap[bb / 64] >> (bb % 64) & 1)) continue;
+        for (e = a->bins[bb]; e && tries > 0; e = e->next, tries--)
+            if (e->dirty >= len && hk_fits(e, len, align) && (!best || e->len < best->len))
+                best = e;
+    }
+    return best;
 }
 
 static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align) {

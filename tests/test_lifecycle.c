@@ -597,6 +597,30 @@ TEST(large_block_prefers_resident_memory) {
     hak_trim();
 }
 
+/* So does a block far shorter than the resident extent, where that holds the whole block's
+ * worth of resident pages: the rest of the extent stays resident and free, where the block
+ * cut from untouched memory would have faulted in fresh pages. */
+TEST(large_block_takes_a_long_resident_extent_before_untouched_memory) {
+    size_t mib = (size_t)1 << 20, xn = 5 * mib / 2, dn = 8 * mib, n = 5 * mib / 4;
+    hak_trim();
+    unsigned char *x = hak_malloc(xn); /* a miss: 4 MiB mapped, 1.5 MiB untouched after x */
+    unsigned char *d = hak_malloc(dn); /* a miss of its own, as long as its mapping */
+    CHECK(x != NULL && d != NULL);
+    memset(d, 3, dn);
+    hak_free(d); /* 8 MiB free and resident: more than six times the block */
+    struct hak_stats a = stats();
+    unsigned char *z = hak_malloc(n);
+    struct hak_stats b = stats();
+    CHECK(z != NULL);
+    CHECKF(z >= d && z + n <= d + dn, "the block went %+td KiB from the resident extent",
+           (z - d) >> 10);
+    CHECK(b.os_mmap == a.os_mmap && b.large_cache_misses == a.large_cache_misses);
+    CHECKF(resident(z, n) == n / 4096, "%zu of %zu pages resident", resident(z, n), n / 4096);
+    hak_free(z);
+    hak_free(x);
+    hak_trim();
+}
+
 /* A large block that cannot grow in place, with resident free memory elsewhere that fits its
  * new length, is copied there (not moved with mremap, which would drop the resident pages it
  * lands on and leave a hole where the block was), and its old place stays resident as free
@@ -1525,6 +1549,7 @@ int main(int argc, char **argv) {
         RUN(large_tier_grows_geometrically);
         RUN(large_rest_of_a_mapping_waits_for_the_unmap_delay);
         RUN(large_block_prefers_resident_memory);
+        RUN(large_block_takes_a_long_resident_extent_before_untouched_memory);
         RUN(large_block_grows_by_copying_into_resident_free_memory);
         RUN(huge_block_goes_back_at_free_unless_reused);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);
