@@ -518,12 +518,12 @@ static void hk_free_block(struct hk_arena *a, struct hk_ext *e, size_t dirty, ui
  * sit idle. Instead, a miss moves the resident pages of free extents into the new mapping
  * (mremap, which moves page tables and copies nothing): the block costs no fresh pages where
  * free ones were resident, and the footprint stays near the live size. The places they leave
- * are unmapped. Only pieces worth a system call move, and a few per block. Each moved piece
- * is a mapping of its own to the kernel, which does not merge it with its neighbours, and
- * their count only grows while the tier keeps memory mapped (bench/large: 1,183 mappings
- * after 200,000 blocks, against 45 without gathering); gathering stops after HK_GATHER_CAP
- * pieces in all arenas together, far below the kernel's limit of 65,530 mappings, until the
- * tier has nothing mapped. */
+ * are unmapped. Only whole 2 MiB stretches move (hk_gather_take), a few pieces a block. Each
+ * moved piece is a mapping of its own to the kernel, which does not merge it with its
+ * neighbours, and their count only grows while the tier keeps memory mapped (bench/large:
+ * 1,183 mappings after 200,000 blocks, against 45 without gathering); gathering stops after
+ * HK_GATHER_CAP pieces in all arenas together, far below the kernel's limit of 65,530
+ * mappings, until the tier has nothing mapped. */
 #define HK_GATHER_MIN ((size_t)256 << 10)
 #define HK_GATHER_PIECES 8
 #define HK_GATHER_CAP 8192
@@ -535,8 +535,15 @@ struct hk_gather {
     unsigned n;
 };
 
-/* Under the lock: takes out of the free extents, oldest first, the resident spans to fill up
- * to len bytes; what is left of an extent around its span stays free. Oldest first: a piece
+/* Under the lock: takes out of the free extents, oldest first, the whole 2 MiB stretches of
+ * their resident spans, to fill up to len bytes rounded down to whole stretches; what is left
+ * of an extent around them stays free. Whole stretches: the kernel moves those a page table
+ * at a time, and a page so moved costs 0.2-0.3 us at its next touch on this project's
+ * machines; a page moved alone costs 4-11 us there, most of what a fresh page costs (15 us),
+ * and the pieces shorter than a stretch are what the next shorter requests take for nothing
+ * (moving those too, mixed_churn ran 0.85 times as fast, large 0.68 times, large_4m 0.75;
+ * only waves_big, blocks up to 8 MiB in waves, gained: 1.05 times as fast, 2.5 MiB less
+ * peak RSS; docs/BENCHMARKS.md). Oldest first: a piece
  * that hits have left alone longest is the one stranded; the newest, just freed, is what the
  * next request of a program in its stride takes without a system call. Moved, it only sent
  * that request to fresh pages, and a moved page costs at its first touch about half what a
@@ -551,19 +558,23 @@ static void hk_gather_take(struct hk_arena *a, struct hk_gather *g, size_t len) 
     for (struct hk_ext *e = a->age_head[HK_AGE_DIRTY]; e && nc < HK_GATHER_PIECES && want < len;
          e = e->anext) {
         if (e->dirty < HK_GATHER_MIN) continue;
+        uintptr_t l0 = hk_align_up(e->dlo, HK_LARGE_CHUNK), h0 = e->dhi & ~(HK_LARGE_CHUNK - 1);
+        if (h0 <= l0) continue;
         cand[nc++] = e;
-        want += e->dhi - e->dlo;
+        want += h0 - l0;
     }
     g->n = 0;
     for (unsigned i = 0; i < nc && len >= HK_GATHER_MIN; i++) {
         struct hk_ext *e = cand[i];
         if (!hk_reserve(a, 2)) break;
-        size_t t = e->dhi - e->dlo < len ? e->dhi - e->dlo : len;
-        uintptr_t lo = e->dlo, end = e->addr + e->len;
-        size_t mine = hk_dirt_in(e, lo, lo + t);
+        uintptr_t lo = hk_align_up(e->dlo, HK_LARGE_CHUNK), hi = e->dhi & ~(HK_LARGE_CHUNK - 1);
+        size_t t = hi - lo < len ? hi - lo : len & ~(HK_LARGE_CHUNK - 1);
+        if (t == 0) break;
+        uintptr_t end = e->addr + e->len;
+        size_t mine = hk_dirt_in(e, lo, lo + t), before = hk_dirt_in(e, e->addr, lo);
         hk_free_remove(a, e);
-        if (lo > e->addr) hk_piece(a, e, e->addr, lo - e->addr, 0);
-        if (lo + t < end) hk_piece(a, e, lo + t, end - (lo + t), e->dirty - mine);
+        if (lo > e->addr) hk_piece(a, e, e->addr, lo - e->addr, before);
+        if (lo + t < end) hk_piece(a, e, lo + t, end - (lo + t), e->dirty - mine - before);
         e->addr = lo;
         e->len = t;
         e->state = 0;
@@ -593,11 +604,10 @@ static int hk_lands_on_dirt(struct hk_arena *a, uintptr_t m, size_t map, size_t 
 /* Without the lock: moves the pieces into block b of len bytes (in a new mapping), in order,
  * each where it lies in its 2 MiB stretch as at its source, after the one before it (the
  * caller places the block so that the first lands at its start, where the mapping has room
- * for that): the kernel
- * then moves whole page tables, where page by page a moved page cost 5-9 us at its next
- * touch on this project's machines (0.2-0.3 us so). The pages between pieces, and the block's
- * rest, are the mapping's own, untouched. What does not fit, and the rest of a piece from a
- * stretch the kernel would not move (hk_os_move), stays where it is. Returns the bytes moved. */
+ * for that; pieces of whole stretches then lie side by side): the kernel then moves whole
+ * page tables. The pages between pieces, if any, and the block's rest are the mapping's own,
+ * untouched. What does not fit, and the rest of a piece from a stretch the kernel would not
+ * move (hk_os_move), stays where it is. Returns the bytes moved. */
 static size_t hk_gather_move(struct hk_gather *g, uintptr_t b, size_t len) {
     size_t off = 0, total = 0;
     for (unsigned i = 0; i < g->n; i++) {
