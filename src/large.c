@@ -549,7 +549,7 @@ static inline void hk_stretches(const struct hk_ext *e, uintptr_t *lo, uintptr_t
  * and the pieces shorter than a stretch are what the next shorter requests take for nothing
  * (moving those too, mixed_churn ran 0.85 times as fast, large 0.68 times, large_4m 0.75;
  * only waves_big, blocks up to 8 MiB in waves, gained: 1.05 times as fast, 2.5 MiB less
- * peak RSS; docs/BENCHMARKS.md). Oldest first: a piece that hits have left alone longest is
+ * peak RSS; and large_swap peaked at 130 MiB, not 145; docs/BENCHMARKS.md). Oldest first: a piece that hits have left alone longest is
  * the one stranded; the newest, just freed, is what the next request of a program in its
  * stride takes without a system call. Moved, it only sent that request to fresh pages, and a
  * moved page costs at its first touch about half what a fault costs where the kernel runs in
