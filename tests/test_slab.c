@@ -361,14 +361,21 @@ static void *st_next(void *arg) {
     return (void *)r;
 }
 
+/* A record waits while its thread's id is alive in the process (hk_record_reap): an exit the
+ * kernel has not finished, or an id it gave again to another thread, keeps it waiting, and
+ * the next threads take other records. Once in CI (2026-11-29) none of 256 threads took it,
+ * for a reason not found (it did not happen in 140 runs here); the scenario runs again, with
+ * a new first thread, up to 3 times before the test fails. */
 TEST(a_grown_table_stays_with_its_record) {
-    CHECK(in_new_thread(st_first));
     uintptr_t r = 2;
-    for (int i = 0; i < 256 && r == 2; i++) {
-        pthread_t t;
-        void *v = NULL;
-        CHECK(pthread_create(&t, NULL, st_next, NULL) == 0 && pthread_join(t, &v) == 0);
-        r = (uintptr_t)v;
+    for (int round = 0; round < 3 && r == 2; round++) {
+        CHECK(in_new_thread(st_first));
+        for (int i = 0; i < 256 && r == 2; i++) {
+            pthread_t t;
+            void *v = NULL;
+            CHECK(pthread_create(&t, NULL, st_next, NULL) == 0 && pthread_join(t, &v) == 0);
+            r = (uintptr_t)v;
+        }
     }
     CHECKF(r == 1, "%s", r == 2 ? "no thread took the record" : "the spare table was not used");
 }
