@@ -583,6 +583,20 @@ TEST(large_rest_of_a_mapping_waits_for_the_unmap_delay) {
     hak_trim();
 }
 
+/* Allocates n bytes, which must come from free memory (no mapping, no miss) within [lo, lo +
+ * len), on pages resident before any use; frees it. */
+static void large_hit_within(size_t n, const unsigned char *lo, size_t len) {
+    struct hak_stats a = stats();
+    unsigned char *z = hak_malloc(n);
+    struct hak_stats b = stats();
+    CHECK(z != NULL);
+    CHECKF(z >= lo && z + n <= lo + len, "the block went %+td KiB from the resident extent",
+           (z - lo) >> 10);
+    CHECK(b.os_mmap == a.os_mmap && b.large_cache_misses == a.large_cache_misses);
+    CHECKF(resident(z, n) == n / 4096, "%zu of %zu pages resident", resident(z, n), n / 4096);
+    hak_free(z);
+}
+
 /* Where freed resident memory and untouched memory both fit a block, the block goes on the
  * resident pages, although the untouched extent is the shorter fit: it needs no fresh page
  * while those sit idle. */
@@ -594,15 +608,8 @@ TEST(large_block_prefers_resident_memory) {
     CHECK(x != NULL && y != NULL && y == x + xn);
     memset(x, 7, xn);
     hak_free(x); /* 1.5 MiB free and resident, between nothing and y */
-    struct hak_stats a = stats();
-    unsigned char *z = hak_malloc(yn);
-    struct hak_stats b = stats();
-    CHECKF(z == x, "the block went %+td KiB from the resident extent", (z - x) >> 10);
-    CHECK(b.os_mmap == a.os_mmap && b.large_cache_misses == a.large_cache_misses);
-    CHECKF(resident(z, yn) == yn / 4096, "%zu of %zu pages resident", resident(z, yn),
-           yn / 4096);
+    large_hit_within(yn, x, xn);
     hak_free(y);
-    hak_free(z);
     hak_trim();
 }
 
@@ -617,15 +624,7 @@ TEST(large_block_takes_a_long_resident_extent_before_untouched_memory) {
     CHECK(x != NULL && d != NULL);
     memset(d, 3, dn);
     hak_free(d); /* 8 MiB free and resident: more than six times the block */
-    struct hak_stats a = stats();
-    unsigned char *z = hak_malloc(n);
-    struct hak_stats b = stats();
-    CHECK(z != NULL);
-    CHECKF(z >= d && z + n <= d + dn, "the block went %+td KiB from the resident extent",
-           (z - d) >> 10);
-    CHECK(b.os_mmap == a.os_mmap && b.large_cache_misses == a.large_cache_misses);
-    CHECKF(resident(z, n) == n / 4096, "%zu of %zu pages resident", resident(z, n), n / 4096);
-    hak_free(z);
+    large_hit_within(n, d, dn);
     hak_free(x);
     hak_trim();
 }
