@@ -1554,7 +1554,7 @@ static inline void hk_local_free(struct hk_heap *h, struct hk_slab *s, void *p) 
 
 static void hk_free_dispatch(struct hk_heap *h, struct hk_slab *s, void *p);
 static int hk_heap_init_from(struct hk_heap *h, struct hk_owner *want);
-/* Sets heap h up: it takes over the newest parked heap, if any (see "Handover"). */
+/* Sets heap h up: it takes over the oldest parked heap, if any (see "Handover"). */
 static int hk_heap_init(struct hk_heap *h) { return hk_heap_init_from(h, NULL); }
 
 /* Counts n blocks handed to other threads: by the thread where it has a record, not in a

@@ -79,8 +79,12 @@ void hk_owner_retire(struct hk_owner *o) {
 }
 
 /* Parked records, newest first, doubly linked (next_parked, prev_parked) under the records'
- * mutex: a thread's start takes the newest, a tick the oldest, a free's successor or a
- * flooded record a given one, each in constant time however many threads just exited. */
+ * mutex: a thread's start and a tick take the oldest, a free's successor or a flooded record
+ * a given one, each in constant time however many threads just exited. A start took the
+ * newest before: where threads start and exit all the time, the oldest records then waited
+ * out HK_PARK_MS and were given up, their slabs orphaned, while newer ones were taken
+ * (larson 16 1 8 1000 5000 1000 42 on 2 cores: 85 records given up and 9,895 slabs
+ * abandoned in a second, and 18 and 2,295 taking the oldest). */
 static struct hk_owner *hk_owner_parked_head, *hk_owner_parked_tail;
 static _Atomic unsigned hk_owner_nparked;
 
@@ -112,8 +116,8 @@ static void hk_owner_unlink_parked(struct hk_owner *o) {
 struct hk_owner *hk_owner_unpark(uint64_t older) {
     if (!hk_owner_parked()) return NULL;
     hk_mutex_take(&hk_owner_mutex);
-    struct hk_owner *o = older == 0 ? hk_owner_parked_head : hk_owner_parked_tail;
-    if (o && older != 0 && o->parked_at >= older) o = NULL; /* the oldest is not old enough */
+    struct hk_owner *o = hk_owner_parked_tail;
+    if (o && older != 0 && o->parked_at >= older) o = NULL; /* not old enough */
     if (o) hk_owner_unlink_parked(o);
     pthread_mutex_unlock(&hk_owner_mutex);
     return o;

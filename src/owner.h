@@ -97,8 +97,8 @@ void hk_owner_retire(struct hk_owner *o) HK_INTERNAL;
  * park_full (heap.c, "Handover"): its inbox stays open, and the record waits here for a new
  * thread to take it, or to be given up. */
 void hk_owner_park(struct hk_owner *o, uint64_t now) HK_INTERNAL;
-/* Takes a parked record off the list: the newest (older 0), or the oldest parked before
- * older; NULL if none. */
+/* Takes the oldest parked record off the list (with older nonzero, only if it was parked
+ * before older); NULL if none. */
 struct hk_owner *hk_owner_unpark(uint64_t older) HK_INTERNAL;
 /* Takes record o off the parked list: 1 if it was parked, else 0 (taken, or not parked). */
 int hk_owner_unpark_this(struct hk_owner *o) HK_INTERNAL;
