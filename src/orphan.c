@@ -247,14 +247,23 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
  * the fewest blocks that fill whole cache lines (4 blocks of 48 bytes, 2 of 160, 1 of 64), so
  * that no two threads write to one line through blocks of their own (a thread's object it
  * updates all the time, beside another's, would bounce between their cores). Runs are carved
- * in order, and a slab whose blocks have all come back is carved again from its start: blocks
- * freed back are not handed out one by one, which would break the lines up. */
+ * in order, and a slab whose blocks have all come back is carved again from its start. Blocks
+ * freed back are handed out again one by one where a block is a run (its lines are its own):
+ * else many threads that each take a few blocks, free them and then wait would each leave
+ * their blocks' memory unused behind them (crowd ... 0, a thousand threads that free their
+ * blocks and wait: 21.8 KiB a thread before, 15.2 now, glibc 11.3; their frees come home at
+ * once, heap.c, hk_was_shared). Smaller ones are not, which would break the lines up. */
 static void *hk_orphan_share_run(struct hk_slab *s, uint32_t *n) {
     uint32_t bs = s->bsize, low = bs & (0u - bs), r = low >= 64 ? 1 : 64 / low;
     if (s->used == 0 && s->carved) {
         s->free = NULL;
         s->carved = 0; /* no live block: nobody reads these two */
         __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
+    }
+    if (r == 1 && s->free) {
+        s->idle_since = 0;
+        *n = 1;
+        return hk_slab_take_one(s);
     }
     if (s->capacity - s->carved < r) return NULL;
     char *p = hk_slab_base(s) + (size_t)s->carved * bs;
@@ -288,7 +297,7 @@ void *hk_orphan_share(unsigned c, uint32_t *n) {
         atomic_store_explicit(&hk_orphan_shared[c], fresh, memory_order_relaxed);
         if (fresh) {
             fresh->list = HK_LIST_SHARED;
-            fresh->was_shared = 1;
+            __atomic_store_n(&fresh->was_shared, 1, __ATOMIC_RELAXED); /* read racily: heap.c */
             fresh = NULL;
             continue;
         }

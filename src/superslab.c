@@ -2,7 +2,9 @@
 
 #include <string.h>
 
+#include "block.h"
 #include "large.h"
+#include "report.h"
 
 /* 64 MiB of address space in .bss; only the pages covering chunks in use are ever touched. */
 uint8_t hk_chunk_map[HK_MAP_ENTRIES];
@@ -16,12 +18,25 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->nostash, 0, __ATOMIC_RELAXED);
     s->let_go = 0;
-    s->was_shared = 0;
+    __atomic_store_n(&s->was_shared, 0, __ATOMIC_RELAXED); /* read racily: heap.c */
     s->used = 0;
     s->free = NULL;
     s->last_cls = (uint8_t)c;
     /* cls last: a concurrent reader of a stale pointer sees either NONE or a formatted slab. */
     __atomic_store_n(&s->cls, (uint8_t)c, __ATOMIC_RELEASE);
+}
+
+void *hk_slab_take_one(struct hk_slab *s) {
+    void *b = s->free;
+    void *next = hk_link_get(b);
+    if (HK_UNLIKELY(next && hk_slab_block_index(s, (uintptr_t)next) < 0)) {
+        hk_report("malloc", b, "corrupted free list (a freed block was written to)");
+        next = NULL; /* the rest of the slab's free blocks are lost */
+    }
+    s->free = next;
+    hk_link_set(b, NULL);
+    s->used++;
+    return b;
 }
 
 struct hk_superslab *hk_ss_map(int *fresh) {

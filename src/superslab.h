@@ -77,7 +77,8 @@ struct hk_slab {
      * Under the orphans' lock stripe; cleared when adopted or formatted. */
     uint8_t let_go;
     /* Served as its class's shared slab since it was formatted (orphan.h): its blocks lie in
-     * every page of it. Under the orphans' lock stripe; cleared when formatted. */
+     * every page of it, and go home at once when freed (heap.c, hk_was_shared, which reads
+     * it racily). Set under the orphans' lock stripe; cleared when formatted. */
     uint8_t was_shared;
     uint32_t bsize;    /* block size */
     uint32_t capacity; /* blocks that fit */
@@ -222,6 +223,10 @@ static inline void hk_slab_list_unlink(struct hk_slab **head, struct hk_slab *s)
 
 /* Prepares the ACTIVE slab s (its slots already marked) to serve class c: nothing carved. */
 void hk_slab_format(struct hk_slab *s, unsigned c) HK_INTERNAL;
+/* The first block of s's free list (not empty), taken off it and counted as used, its link
+ * cleared. A link that leads out of the slab's carved blocks was overwritten (a write to a
+ * block after its free): reported, and the rest of the list dropped. */
+void *hk_slab_take_one(struct hk_slab *s) HK_INTERNAL;
 
 /* Cuts a new SuperSlab from the page heap (large.h: resident free memory first, else a new
  * mapping) and registers it (all slots UNUSED); NULL when the OS refuses. *fresh: its pages

@@ -1328,6 +1328,50 @@ TEST(a_thread_after_one_that_outgrew_its_shared_blocks_takes_none) {
     CHECKF(og_run(og_one) == 1, "the block of the thread after it came from a shared slab");
     CHECK(sh_finish(t, n));
 }
+
+/* A block of a shared slab that its thread frees goes home at once, and the next thread's
+ * block of the class is that one: a thread that frees its blocks and then waits (a worker
+ * between jobs) leaves nothing the next threads cannot have. It was held in the waiting
+ * thread's batch of orphans' blocks. Blocks of 640 bytes fill whole cache lines, so one that
+ * comes back is handed out alone; the waiting thread keeps another, so the slab is not
+ * carved again from its start. */
+static void *sr_kept, *sr_freed_block;
+static _Atomic int sr_state, sr_go;
+
+static void *sr_free_one_and_wait(void *arg) {
+    (void)arg;
+    sr_kept = hak_malloc(640);
+    sr_freed_block = hak_malloc(640);
+    int shared = atomic_load(&hk_slab_of((uintptr_t)sr_freed_block)->owner) == NULL;
+    hak_free(sr_freed_block);
+    atomic_store(&sr_state, shared ? 1 : 2);
+    while (!atomic_load(&sr_go)) usleep(100);
+    hak_free(sr_kept);
+    return NULL;
+}
+
+static void *sr_take(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(640);
+    intptr_t same = p == sr_freed_block;
+    hak_free(p);
+    return (void *)(same + 1);
+}
+
+TEST(a_shared_block_freed_by_a_thread_that_waits_serves_the_next_thread) {
+    pthread_t t[SH_THREADS], w;
+    int n;
+    if (!sh_start_all(t, 1024, &n)) return; /* threads are many from here on */
+    atomic_store(&sr_state, 0);
+    atomic_store(&sr_go, 0);
+    pthread_create(&w, NULL, sr_free_one_and_wait, NULL);
+    while (!atomic_load(&sr_state)) usleep(100);
+    CHECKF(atomic_load(&sr_state) == 1, "the waiting thread's blocks were not shared ones");
+    CHECKF(og_run(sr_take) == 2, "the next thread's block is not the one freed");
+    atomic_store(&sr_go, 1);
+    pthread_join(w, NULL);
+    CHECK(sh_finish(t, n));
+}
 #endif
 
 /* --- orphans --------------------------------------------------------------------------- */
@@ -2272,6 +2316,7 @@ int main(void) {
     RUN(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other);
     RUN(a_spent_shared_slab_serves_as_shared_again_not_as_a_threads_own);
     RUN(a_thread_after_one_that_outgrew_its_shared_blocks_takes_none);
+    RUN(a_shared_block_freed_by_a_thread_that_waits_serves_the_next_thread);
 #endif
     RUN(slabs_of_exited_thread_are_released_when_freed);
     RUN(orphans_with_free_blocks_are_adopted);
