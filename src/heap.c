@@ -1678,7 +1678,7 @@ static void hk_batch_add(struct hk_heap *h, struct hk_owner *o, void *p, uint32_
  * freed go home at once, not in the freeing thread's batch. A thread takes a few of them, and
  * one that frees them and then waits (a worker between jobs) would hold them in its batch,
  * where the next threads cannot have them: crowd 1000 8 16 4096 3 42 0 (a thousand threads
- * that free their blocks and wait) held 21.8 KiB a thread, 15.3 now (glibc 11.3). Read
+ * that free their blocks and wait) held 21.8 KiB a thread, 15.2 now (glibc 11.3). Read
  * racily, a hint: either way is exact. The hardened build has no shared slabs. */
 static inline int hk_was_shared(const struct hk_slab *s) {
 #ifdef HK_HARDENED

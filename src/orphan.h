@@ -41,9 +41,10 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) HK_INTERNAL;
  * Each take is whole cache lines of blocks (no two threads' blocks share a line). Frees to it
  * take the orphans' path (it has no owner, and nostash: other threads do not stash its
  * blocks), so its count is exact, at once rather than in the freeing thread's batch; a block
- * that is a take of its own is handed out again before more is carved. Once it is carved to its end it is an ordinary orphan,
- * adopted when blocks come back, and the class gets a new shared slab; one that has no live
- * block for the purge delay goes back to the pool (hk_orphan_share_decay).
+ * that is a take of its own is handed out again before more is carved. Once it is carved to
+ * its end it is an ordinary orphan, adopted when blocks come back, and the class gets a new
+ * shared slab; one that has no live block for the purge delay goes back to the pool
+ * (hk_orphan_share_decay).
  * Spares: a spent shared slab whose blocks all come back while it is an orphan is kept, up to
  * 64 a class, and the class's next shared slab is a spare before it is a slab of the pool.
  * Its blocks lay in every page of it, all resident; back in the pool it went to the next
