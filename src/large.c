@@ -540,18 +540,23 @@ static inline void hk_stretches(const struct hk_ext *e, uintptr_t *lo, uintptr_t
  * and the pieces shorter than a stretch are what the next shorter requests take for nothing
  * (moving those too, mixed_churn ran 0.85 times as fast, large 0.68 times, large_4m 0.75;
  * only waves_big, blocks up to 8 MiB in waves, gained: 1.05 times as fast, 2.5 MiB less
- * peak RSS; and large_swap peaked at 130 MiB, not 145; docs/BENCHMARKS.md). Oldest first: a piece that hits have left alone longest is
- * the one stranded; the newest, just freed, is what the next request of a program in its
- * stride takes without a system call. Moved, it only sent that request to fresh pages, and a
- * moved page costs at its first touch about half what a fault costs where the kernel runs in
- * a virtual machine that shadows page tables (10 us against 20 on this project's machines).
- * Newest first, large 20000 64 4096 4 42 (blocks up to 4 MiB, 4 live) moved 60-80 MiB and
- * ran at 0.71 times the speed, with a peak RSS of 38.6 MiB against 31.2 (5 interleaved runs
- * each). */
+ * peak RSS; and large_swap peaked at 130 MiB, not 145; docs/BENCHMARKS.md). So a block
+ * shorter than a stretch gathers nothing. Its miss still maps the room a gathered block
+ * would need: that address space, untouched, serves later misses (without it, large_4m took
+ * 9,700 page faults against 8,600 and large_swap peaked 4 MiB higher). Oldest first: a piece
+ * that hits have left alone longest is the one stranded; the newest, just freed, is what the
+ * next request of a program in its stride takes without a system call. Moved, it only sent
+ * that request to fresh pages, and a moved page costs at its first touch about half what a
+ * fault costs where the kernel runs in a virtual machine that shadows page tables (10 us
+ * against 20 on this project's machines). Newest first, large 20000 64 4096 4 42 (blocks up
+ * to 4 MiB, 4 live) moved 60-80 MiB and ran at 0.71 times the speed, with a peak RSS of 38.6
+ * MiB against 31.2 (5 interleaved runs each). */
 static void hk_gather_take(struct hk_arena *a, struct hk_gather *g, size_t len) {
     struct hk_ext *cand[HK_GATHER_PIECES];
     unsigned nc = 0;
     size_t want = 0;
+    g->n = 0;
+    if (len < HK_LARGE_CHUNK) return;
     for (struct hk_ext *e = a->age_head[HK_AGE_DIRTY]; e && nc < HK_GATHER_PIECES && want < len;
          e = e->anext) {
         uintptr_t lo, hi;
@@ -560,14 +565,12 @@ static void hk_gather_take(struct hk_arena *a, struct hk_gather *g, size_t len) 
         cand[nc++] = e;
         want += hi - lo;
     }
-    g->n = 0;
-    for (unsigned i = 0; i < nc && len >= HK_GATHER_MIN; i++) {
+    for (unsigned i = 0; i < nc && len >= HK_LARGE_CHUNK; i++) {
         struct hk_ext *e = cand[i];
         if (!hk_reserve(a, 2)) break;
         uintptr_t lo, hi;
         hk_stretches(e, &lo, &hi);
         size_t t = hi - lo < len ? hi - lo : len & ~(HK_LARGE_CHUNK - 1);
-        if (t == 0) break;
         uintptr_t end = e->addr + e->len;
         size_t mine = hk_dirt_in(e, lo, lo + t), before = hk_dirt_in(e, e->addr, lo);
         hk_free_remove(a, e);
