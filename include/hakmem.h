@@ -43,6 +43,8 @@ int hak_owns(const void *ptr);
 struct hak_stats {
     size_t os_mmap, os_munmap, os_madvise, os_mremap; /* system calls made */
     size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes, os_mremap_bytes; /* their bytes */
+    size_t os_populate, os_populate_bytes;     /* madvise(POPULATE_WRITE) calls that filled a
+                                                * fresh slab's pages ahead of its carve */
     size_t mapped_bytes_now;                   /* the page heap's mappings (all tiers) */
     size_t superslabs_now, superslabs_cached_now;
     size_t slabs_active_now;                   /* 64 KiB slots in slabs threads own */

@@ -831,7 +831,18 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
         if ((first << h->carves[c]) < n) n = first << h->carves[c]++;
     }
     if (n > left) n = left;
-    h->free[c] = hk_carve_list(h, hk_slab_base(s) + (size_t)s->carved * bs, n, bs);
+    char *p = hk_slab_base(s) + (size_t)s->carved * bs;
+    /* A fresh slab's pages past the last carve hold nothing: the links written below would
+     * fault them in one by one. Filled in one call instead (os.c, hk_os_populate), from the
+     * page the last carve ended in to the one this one ends in. Not for blocks larger than a
+     * page: the carve writes only their first words, and the program may never touch the
+     * rest. */
+    if (s->fresh && bs <= HK_PAGE_SIZE) {
+        uintptr_t a = (uintptr_t)p & ~(uintptr_t)(HK_PAGE_SIZE - 1);
+        uintptr_t e = hk_align_up((uintptr_t)p + (size_t)n * bs, HK_PAGE_SIZE);
+        hk_os_populate((void *)a, (size_t)(e - a));
+    }
+    h->free[c] = hk_carve_list(h, p, n, bs);
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
     __atomic_store_n(&s->lim, s->carved * bs, __ATOMIC_RELAXED);
     s->used = s->carved;

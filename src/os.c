@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "os.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -57,6 +58,33 @@ void hk_os_release(void *p, size_t size) {
         madvise((void *)a, k, MADV_DONTNEED);
         a += k;
     }
+}
+
+/* Whether the kernel takes MADV_POPULATE_WRITE: 0 until one call said EINVAL (before Linux
+ * 5.14) or EPERM (a filter). Any thread may clear it; a stale read costs one more refusal. */
+static int hk_os_no_populate;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* On this project's machines (a virtual machine that shadows page tables) a fresh page's
+ * fault costs 15-19 us, and the first touch of a page filled by this call about 9 (the host
+ * still fills in its shadow), with the call itself about 2 us: a carve of 16 KiB of blocks
+ * in fresh pages, 4 faults, runs some 20 us faster. Elsewhere it saves the fault's entry and
+ * exit for each page. Pages that hold something already would cost the call for nothing,
+ * which is why only fresh ones come here (superslab.h, struct hk_slab's clean). */
+void hk_os_populate(void *p, size_t size) {
+    if (__atomic_load_n(&hk_os_no_populate, __ATOMIC_RELAXED)) return;
+    HK_STAT_INC(os_populate);
+    HK_STAT_ADD(os_populate_bytes, size);
+    if (HK_TRACING(HK_T_OS))
+        hk_trace(HK_T_OS, "madvise POPULATE_WRITE", "addr@", (uintptr_t)p, "bytes", size, NULL,
+                 0);
+    int saved = errno; /* a malloc that succeeds leaves errno as it found it */
+    if (madvise(p, size, MADV_POPULATE_WRITE) != 0 && (errno == EINVAL || errno == EPERM))
+        __atomic_store_n(&hk_os_no_populate, 1, __ATOMIC_RELAXED);
+    errno = saved;
 }
 
 size_t hk_os_move(void *from, size_t size, void *to) {

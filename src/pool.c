@@ -399,6 +399,7 @@ static void hk_claim_run(struct hk_superslab *ss, unsigned i, unsigned k, uint64
 static struct hk_slab *hk_occupy(struct hk_superslab *ss, unsigned i, unsigned k, uint64_t now) {
     struct hk_slab *s = &ss->slabs[i];
     hk_mark(ss, i, k, HK_SLOT_ACTIVE, i);
+    for (unsigned j = i; j < i + k; j++) ss->slabs[j].clean = 0;
     ss->avail &= ~hk_run_mask(i, k);
     __atomic_store_n(&ss->nactive, ss->nactive + k, __ATOMIC_RELAXED);
     hk_nactive_slots += k;
@@ -415,8 +416,10 @@ static struct hk_slab *hk_occupy(struct hk_superslab *ss, unsigned i, unsigned k
 /* Makes slots i..i+k-1 of ss (already claimed) an ACTIVE slab of class c. */
 static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned k, unsigned c,
                                    uint64_t now) {
+    int fresh = k == 1 && ss->slabs[i].clean;
     struct hk_slab *s = hk_occupy(ss, i, k, now);
     hk_slab_format(s, c);
+    s->fresh = (uint8_t)fresh;
     hk_acquired[c]++;
     return s;
 }
@@ -757,6 +760,7 @@ static size_t hk_pool_decay_in(uint64_t now, int force, int cache_only) {
                     sss->slabs[j].nslots = 1;
                     sss->slabs[j].last_cls = HK_CLS_NONE;
                     sss->slabs[j].idle_since = now; /* when its pages went: refault detection */
+                    sss->slabs[j].clean = 1;
                 }
                 sss->avail |= hk_run_mask(i, k);
                 sss->npurging -= k;

@@ -46,6 +46,8 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(heaps_taken_in);
     HK_LOAD(heaps_given_up);
     HK_LOAD(os_mremap_bytes);
+    HK_LOAD(os_populate);
+    HK_LOAD(os_populate_bytes);
 #undef HK_LOAD
     out->superslabs_unmapped = atomic_load_explicit(&hk_ctr.ss_unmapped, memory_order_relaxed);
     hk_pool_stats(out);
@@ -91,7 +93,8 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(purge_delay_ms)                                                                          \
     X(unmap_delay_ms)                                                                          \
     X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
-    X(os_madvise_bytes) X(os_mremap_bytes) X(pool_lock) X(pool_lock_waited)                   \
+    X(os_madvise_bytes) X(os_mremap_bytes) X(os_populate) X(os_populate_bytes) X(pool_lock)      \
+    X(pool_lock_waited)                                                                        \
     X(pool_class_lock) X(pool_class_lock_waited)                                               \
     X(large_lock) X(large_lock_waited) X(orphan_lock) X(orphan_lock_waited)                    \
     X(xfer_lock) X(xfer_lock_waited)                                                           \
@@ -147,7 +150,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
     int n = 0;
     hk_out(buf, size, &n,
            "hakmem stats (pid %ld):\n"
-           "  os: mmap %zu, munmap %zu, madvise %zu, mremap %zu\n"
+           "  os: mmap %zu, munmap %zu, madvise %zu, mremap %zu, populate %zu (%zu bytes)\n"
            "  mapped now %zu bytes: %zu SuperSlabs (%zu cached), %zu active slots, "
            "%zu large blocks (%zu bytes)\n"
            "  slab acquire: stage1 %zu, stage2 %zu, stage3 cache %zu, stage3 mmap %zu\n"
@@ -165,6 +168,7 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  locks (acquisitions, waited): pool %zu, %zu; pool by class %zu, %zu; large %zu, %zu; "
            "orphans by class %zu, %zu; transfer lists %zu, %zu\n",
            (long)getpid(), s->os_mmap, s->os_munmap, s->os_madvise, s->os_mremap,
+           s->os_populate, s->os_populate_bytes,
            s->mapped_bytes_now, s->superslabs_now, s->superslabs_cached_now,
            s->slabs_active_now, s->large_now, s->large_bytes_now, s->acquire_stage1,
            s->acquire_stage2, s->acquire_stage3_cache, s->acquire_stage3_mmap, s->slab_release,

@@ -20,6 +20,7 @@ struct hk_counters {
     _Atomic size_t heaps_taken_over, heaps_taken_in, heaps_given_up; /* exited threads' heaps
                                                                       * (heap.c) */
     _Atomic size_t os_mremap_bytes;
+    _Atomic size_t os_populate, os_populate_bytes; /* pages filled ahead of a carve (os.c) */
     _Atomic size_t inbox_helps; /* idle threads' inboxes applied by other threads */
 };
 

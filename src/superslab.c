@@ -15,6 +15,7 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     s->capacity = (uint32_t)(hk_slab_bytes(s) / bs);
     s->inv = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
     s->carved = 0;
+    s->fresh = 0; /* what it carved before may be resident: hk_activate knows better */
     __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->nostash, 0, __ATOMIC_RELAXED);
     s->let_go = 0;
@@ -55,6 +56,7 @@ struct hk_superslab *hk_ss_map(int *fresh) {
         s->last_cls = HK_CLS_NONE;
         s->head = (uint8_t)i;
         s->nslots = 1;
+        s->clean = zeroed && i > 0; /* slot 0 holds the header */
     }
     __atomic_store_n(&hk_chunk_map[(uintptr_t)ss >> HK_SS_SHIFT], 1, __ATOMIC_RELEASE);
     return ss;

@@ -93,10 +93,18 @@ struct hk_slab {
      * so that free's second try (heap.c, hk_free_by_meta) tests it with one load, not two
      * and a multiplication. */
     uint32_t lim;
-    uint8_t pad1[4];
+    /* The slot is UNUSED and its pages hold nothing: its SuperSlab was fresh memory when
+     * mapped, or the pool released the slot's pages, and no slab has been made of it since
+     * (cleared when one is, pool.c, hk_occupy). Under the pool's mutex. */
+    uint8_t clean;
+    uint8_t pad1[3];
     /* --- changed by the owner --- */
     uint8_t list;      /* HK_LIST_* */
-    uint8_t pad2[3];
+    /* A one-slot slab made of a clean slot (pool.c, hk_activate): its pages past what it has
+     * carved hold nothing, so a carve has them filled in one call (heap.c, hk_carve). 0 once
+     * formatted again (a slab the pool takes back may hold pages of its last use). */
+    uint8_t fresh;
+    uint8_t pad2[2];
     uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
     void *free;        /* local free list: the owner's (an orphan's: under its lock stripe) */
     struct hk_slab *next, *prev;      /* links of the list named by `list` */

@@ -741,6 +741,90 @@ TEST(os_calls_cover_one_stretch_each) {
     hk_os_unmap(p + n, (size_t)(r + 5 * S - (p + n)));
 }
 
+/* Whether this kernel fills pages on madvise(MADV_POPULATE_WRITE) (Linux 5.14): where it
+ * does not, hakmem makes the call once and then leaves it (os.c). */
+static int kernel_populates(void) {
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return 0;
+    int ok = madvise(m, 4096, 23 /* MADV_POPULATE_WRITE */) == 0 && resident_pages(m, 4096) == 1;
+    munmap(m, 4096);
+    return ok;
+}
+
+/* A slab made of a slot whose pages hold nothing has each carve's pages filled in one call,
+ * from the page the last carve ended in to the one this one ends in, and no further: the pages
+ * past the carved blocks stay untouched (carving stays lazy). Run in a new thread, after a
+ * trim has released every EMPTY slab's pages, so that its slab of a class it never used is
+ * made of such a slot. */
+static void *fresh_carves(void *arg) {
+    (void)arg;
+    enum { N = 8 + 16 + 32 };
+    static void *p[N];
+    struct hak_stats a, b;
+    int ok = 1;
+    hak_stats_get(&a);
+    p[0] = hak_malloc(200);
+    hak_stats_get(&b);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p[0]);
+    char *base = hk_slab_base(s);
+    size_t end = hk_align_up((size_t)s->carved * s->bsize, 4096);
+    ok &= s->fresh && s->carved == 8 && hk_tls.heap->cur[s->cls] == s;
+    ok &= b.os_populate == a.os_populate + 1 && b.os_populate_bytes - a.os_populate_bytes == end;
+    ok &= resident_pages(base + end, HK_SLAB_SIZE - end) == 0;
+    /* The next carves (16 blocks, then 32) each make one call over their own pages. */
+    size_t last = s->carved;
+    for (unsigned i = 1; i < N; i++) p[i] = hak_malloc(200);
+    hak_stats_get(&a);
+    size_t from = ((size_t)last * s->bsize) & ~(size_t)4095;
+    end = hk_align_up((size_t)s->carved * s->bsize, 4096);
+    ok &= s->carved == N && a.os_populate == b.os_populate + 2;
+    ok &= a.os_populate_bytes - b.os_populate_bytes >= end - from;
+    ok &= a.os_populate_bytes - b.os_populate_bytes <= end - from + 4096;
+    ok &= resident_pages(base + end, HK_SLAB_SIZE - end) == 0;
+    for (unsigned i = 0; i < N; i++) hak_free(p[i]);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(a_fresh_slab_is_filled_a_carve_at_a_time) {
+    if (!kernel_populates()) {
+        printf("  (skipped: this kernel does not take MADV_POPULATE_WRITE)\n");
+        return;
+    }
+    hak_trim(); /* every EMPTY slab's pages released: its slots hold nothing again */
+    CHECK(in_new_thread(fresh_carves));
+}
+
+/* Whether block p's slab, if a fresh one, holds nothing past what it carved: what makes a
+ * carve's call worth it (a slab taken back from the pool keeps the pages of its last use, and
+ * filling them again would cost a system call for nothing). */
+static int fresh_past_carve(void *p) {
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
+    if (!s->fresh) return 1;
+    size_t end = hk_align_up((size_t)s->carved * s->bsize, 4096);
+    return end >= HK_SLAB_SIZE || resident_pages(hk_slab_base(s) + end, HK_SLAB_SIZE - end) == 0;
+}
+
+/* Slabs made fresh, emptied into the pool, then taken back: a slab formatted again is not
+ * fresh, so no carve of it fills pages that were resident (the second round carves part of a
+ * slab the first carved whole). */
+static void *reused_carves(void *arg) {
+    (void)arg;
+    enum { N = 12 * 64, M = 64 + 20 };
+    static void *p[N], *q[M];
+    int ok = 1;
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(1000);
+    for (int i = 0; i < N; i++) ok &= fresh_past_carve(p[i]);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    hk_heap_flush();
+    hk_heap_trim(); /* the kept ones too: every slab but the current one goes to the pool */
+    for (int i = 0; i < M; i++) q[i] = hak_malloc(1000);
+    for (int i = 0; i < M; i++) ok &= fresh_past_carve(q[i]);
+    for (int i = 0; i < M; i++) hak_free(q[i]);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(a_slab_taken_back_is_not_filled) { CHECK(in_new_thread(reused_carves)); }
+
 /* Every slot of a SuperSlab either heads a small slab of one slot or has no small class: free
  * reads the class of a pointer's slot without looking up its slab's head (heap.c,
  * hk_free_by_meta). Small slabs emptied first, then spans of several slots laid over them. */
@@ -840,6 +924,8 @@ int main(void) {
     RUN(a_superslab_is_one_mapping_where_the_kernel_aligns);
     RUN(large_blocks_grow_without_copying);
     RUN(os_calls_cover_one_stretch_each);
+    RUN(a_fresh_slab_is_filled_a_carve_at_a_time);
+    RUN(a_slab_taken_back_is_not_filled);
     RUN(a_slot_of_a_span_has_no_small_class);
     RUN(pointer_to_slab_is_arithmetic);
     RUN(every_small_size_gets_its_smallest_class);
