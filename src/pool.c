@@ -416,7 +416,8 @@ static struct hk_slab *hk_occupy(struct hk_superslab *ss, unsigned i, unsigned k
 /* Makes slots i..i+k-1 of ss (already claimed) an ACTIVE slab of class c. */
 static struct hk_slab *hk_activate(struct hk_superslab *ss, unsigned i, unsigned k, unsigned c,
                                    uint64_t now) {
-    int fresh = k == 1 && ss->slabs[i].clean;
+    int fresh = 1;
+    for (unsigned j = i; j < i + k; j++) fresh &= ss->slabs[j].clean;
     struct hk_slab *s = hk_occupy(ss, i, k, now);
     hk_slab_format(s, c);
     s->fresh = (uint8_t)fresh;

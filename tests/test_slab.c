@@ -825,6 +825,35 @@ static void *reused_carves(void *arg) {
 
 TEST(a_slab_taken_back_is_not_filled) { CHECK(in_new_thread(reused_carves)); }
 
+/* calloc of a mid block carved from a fresh span within the call clears only the block's
+ * first two words: its other pages stay untouched until the program writes them. The same
+ * block, written, freed and asked for again, is cleared in full. In a new thread, after a
+ * trim (fresh slots). */
+static void *fresh_calloc(void *arg) {
+    (void)arg;
+    enum { N = 200000 };
+    int ok = 1;
+    unsigned char *p = hak_calloc(1, N);
+    ok &= p != NULL && hk_slab_of((uintptr_t)p)->fresh;
+    char *page = (char *)(((uintptr_t)p + 4096) & ~(uintptr_t)4095);
+    size_t untouched = (size_t)((char *)p + N - page) & ~(size_t)4095;
+    ok &= resident_pages(page, untouched) == 0;
+    for (size_t i = 0; i < N; i += 509) ok &= p[i] == 0;
+    ok &= p[0] == 0 && p[8] == 0 && p[15] == 0 && p[N - 1] == 0;
+    memset(p, 0x5a, N);
+    hak_free(p);
+    unsigned char *q = hak_calloc(1, N);
+    ok &= q != NULL;
+    for (size_t i = 0; i < N; i++) ok &= q[i] == 0;
+    hak_free(q);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(calloc_of_a_fresh_mid_block_leaves_its_pages_alone) {
+    hak_trim(); /* every EMPTY slab's pages released: its slots hold nothing again */
+    CHECK(in_new_thread(fresh_calloc));
+}
+
 /* Every slot of a SuperSlab either heads a small slab of one slot or has no small class: free
  * reads the class of a pointer's slot without looking up its slab's head (heap.c,
  * hk_free_by_meta). Small slabs emptied first, then spans of several slots laid over them. */
@@ -926,6 +955,7 @@ int main(void) {
     RUN(os_calls_cover_one_stretch_each);
     RUN(a_fresh_slab_is_filled_a_carve_at_a_time);
     RUN(a_slab_taken_back_is_not_filled);
+    RUN(calloc_of_a_fresh_mid_block_leaves_its_pages_alone);
     RUN(a_slot_of_a_span_has_no_small_class);
     RUN(pointer_to_slab_is_arithmetic);
     RUN(every_small_size_gets_its_smallest_class);
