@@ -286,7 +286,7 @@ HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
     if (n > HK_MID_MAX) return hk_large_block(n, HK_PAGE_SIZE, 1); /* clears what may be dirty */
     /* A mid block carved from a fresh span within this call holds zeros but for its first
      * two words (the carve's link, malloc's cleared mark): clearing those leaves its pages
-     * untouched until the program writes them, as glibc and mimalloc leave fresh memory. A
+     * untouched until the program writes them, as glibc and jemalloc leave fresh memory. A
      * block carved before this call may have been handed out since: cleared in full. */
     void *zb = n > HK_TABLE_MAX ? hk_heap_here()->zero_block : NULL;
     void *p = hak_malloc(n);

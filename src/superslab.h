@@ -100,8 +100,9 @@ struct hk_slab {
     uint8_t pad1[3];
     /* --- changed by the owner --- */
     uint8_t list;      /* HK_LIST_* */
-    /* A one-slot slab made of a clean slot (pool.c, hk_activate): its pages past what it has
-     * carved hold nothing, so a carve has them filled in one call (heap.c, hk_carve). 0 once
+    /* A slab made of clean slots (pool.c, hk_activate): its pages past what it has carved
+     * hold nothing, so a small class's carve has them filled in one call, and a mid block
+     * carved from it is zero but for its first two words (heap.c, hk_carve; calloc). 0 once
      * formatted again (a slab the pool takes back may hold pages of its last use). */
     uint8_t fresh;
     uint8_t pad2[2];
