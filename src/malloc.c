@@ -20,6 +20,7 @@
 #include "heap.h"
 #include "init.h"
 #include "large.h"
+#include "os.h"
 #include "pool.h"
 #include "report.h"
 #include "trace.h"
@@ -301,9 +302,18 @@ HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
 
 /* realloc by moving: a new block, the common bytes copied, the old block freed. */
 static void *hk_realloc_move(void *p, size_t have, size_t n) {
+    void *zb = n > HK_TABLE_MAX ? hk_heap_here()->zero_block : NULL;
     void *q = hak_malloc(n);
     if (!q) return NULL;
-    memcpy(q, p, n < have ? n : have);
+    size_t k = n < have ? n : have;
+    /* A mid block carved from a fresh span within this call: its pages hold nothing, and the
+     * copy would fault them in one by one (see hk_carve). */
+    if (n > HK_TABLE_MAX && q == hk_heap_here()->zero_block && q != zb && k > HK_PAGE_SIZE) {
+        uintptr_t a = (uintptr_t)q & ~(uintptr_t)(HK_PAGE_SIZE - 1);
+        uintptr_t e = hk_align_up((uintptr_t)q + k, HK_PAGE_SIZE);
+        hk_os_populate((void *)a, (size_t)(e - a));
+    }
+    memcpy(q, p, k);
     hk_free_inline(p);
     return q;
 }

@@ -785,13 +785,20 @@ static void *fresh_carves(void *arg) {
     return (void *)(uintptr_t)ok;
 }
 
-TEST(a_fresh_slab_is_filled_a_carve_at_a_time) {
+/* Runs fn in a new thread after a trim has released every EMPTY slab's pages (its slots
+ * hold nothing again), where the kernel fills pages on request; whether fn returned 1 (1 if
+ * skipped). */
+static int in_fresh_thread_where_filled(void *(*fn)(void *)) {
     if (!kernel_populates()) {
         printf("  (skipped: this kernel does not take MADV_POPULATE_WRITE)\n");
-        return;
+        return 1;
     }
-    hak_trim(); /* every EMPTY slab's pages released: its slots hold nothing again */
-    CHECK(in_new_thread(fresh_carves));
+    hak_trim();
+    return in_new_thread(fn);
+}
+
+TEST(a_fresh_slab_is_filled_a_carve_at_a_time) {
+    CHECK(in_fresh_thread_where_filled(fresh_carves));
 }
 
 /* Whether block p's slab, if a fresh one, holds nothing past what it carved: what makes a
@@ -852,6 +859,32 @@ static void *fresh_calloc(void *arg) {
 TEST(calloc_of_a_fresh_mid_block_leaves_its_pages_alone) {
     hak_trim(); /* every EMPTY slab's pages released: its slots hold nothing again */
     CHECK(in_new_thread(fresh_calloc));
+}
+
+/* realloc that moves a block into a mid block carved from a fresh span within the call fills
+ * the pages the copy will write in one call, and no more. In a new thread, after a trim. */
+static void *fresh_realloc(void *arg) {
+    (void)arg;
+    enum { OLD = 40000, NEW = 200000 };
+    int ok = 1;
+    unsigned char *p = hak_malloc(OLD);
+    for (size_t i = 0; i < OLD; i++) p[i] = (unsigned char)(i * 7);
+    struct hak_stats a, b;
+    hak_stats_get(&a);
+    unsigned char *q = hak_realloc(p, NEW);
+    hak_stats_get(&b);
+    ok &= q != NULL && q != p && hk_slab_of((uintptr_t)q)->fresh;
+    for (size_t i = 0; i < OLD && ok; i++) ok &= q[i] == (unsigned char)(i * 7);
+    size_t end = hk_align_up((uintptr_t)q + OLD, 4096) - ((uintptr_t)q & ~(uintptr_t)4095);
+    ok &= b.os_populate == a.os_populate + 1 && b.os_populate_bytes - a.os_populate_bytes == end;
+    char *past = (char *)hk_align_up((uintptr_t)q + OLD, 4096);
+    ok &= resident_pages(past, (size_t)((char *)q + NEW - past) & ~(size_t)4095) == 0;
+    hak_free(q);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(realloc_into_a_fresh_mid_block_fills_what_it_copies) {
+    CHECK(in_fresh_thread_where_filled(fresh_realloc));
 }
 
 /* Every slot of a SuperSlab either heads a small slab of one slot or has no small class: free
@@ -956,6 +989,7 @@ int main(void) {
     RUN(a_fresh_slab_is_filled_a_carve_at_a_time);
     RUN(a_slab_taken_back_is_not_filled);
     RUN(calloc_of_a_fresh_mid_block_leaves_its_pages_alone);
+    RUN(realloc_into_a_fresh_mid_block_fills_what_it_copies);
     RUN(a_slot_of_a_span_has_no_small_class);
     RUN(pointer_to_slab_is_arithmetic);
     RUN(every_small_size_gets_its_smallest_class);
