@@ -842,7 +842,9 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
         uintptr_t e = hk_align_up((uintptr_t)p + (size_t)n * bs, HK_PAGE_SIZE);
         hk_os_populate((void *)a, (size_t)(e - a));
     }
-    if (s->fresh && c >= HK_NSMALL) h->zero_block = p; /* one block: mid classes carve so */
+    /* The carve's first block, which the malloc that refilled pops (a carve links its blocks
+     * in address order; the hardened build's shuffled order pops another, never this one). */
+    if (s->fresh) h->zero_block = p;
     h->free[c] = hk_carve_list(h, p, n, bs);
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */
     __atomic_store_n(&s->lim, s->carved * bs, __ATOMIC_RELAXED);

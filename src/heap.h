@@ -360,9 +360,10 @@ struct hk_heap {
     struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each of its entries */
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
                                            * whole (heap.c, hk_carve) */
-    /* The mid block the thread's last carve of a fresh span made (heap.c, hk_carve): nothing
+    /* The first block of the thread's last carve of a fresh slab (heap.c, hk_carve): nothing
      * has been written to it but its first two words. calloc, when the block it gets is this
-     * one and the carve happened within its call, clears only those (malloc.c). */
+     * one and the carve happened within its call, clears only those, and realloc fills the
+     * pages its copy will write in one call (malloc.c). */
     void *zero_block;
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
 #ifndef HK_HARDENED

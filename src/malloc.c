@@ -285,14 +285,15 @@ HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
         return NULL;
     }
     if (n > HK_MID_MAX) return hk_large_block(n, HK_PAGE_SIZE, 1); /* clears what may be dirty */
-    /* A mid block carved from a fresh span within this call holds zeros but for its first
-     * two words (the carve's link, malloc's cleared mark): clearing those leaves its pages
+    /* A block carved from a fresh slab within this call holds zeros but for its first two
+     * words (the carve's link, malloc's cleared mark): clearing those leaves its pages
      * untouched until the program writes them, as glibc and jemalloc leave fresh memory. A
-     * block carved before this call may have been handed out since: cleared in full. */
-    void *zb = n > HK_TABLE_MAX ? hk_heap_here()->zero_block : NULL;
+     * block carved before this call may have been handed out since: cleared in full. Blocks
+     * of a page or less are cleared in full (their pages are touched either way). */
+    void *zb = n > HK_PAGE_SIZE ? hk_heap_here()->zero_block : NULL;
     void *p = hak_malloc(n);
     if (!p) return NULL;
-    if (n > HK_TABLE_MAX && p == hk_heap_here()->zero_block && p != zb) {
+    if (n > HK_PAGE_SIZE && p == hk_heap_here()->zero_block && p != zb) {
         memset(p, 0, 2 * sizeof(void *));
         return p;
     }
@@ -302,13 +303,13 @@ HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
 
 /* realloc by moving: a new block, the common bytes copied, the old block freed. */
 static void *hk_realloc_move(void *p, size_t have, size_t n) {
-    void *zb = n > HK_TABLE_MAX ? hk_heap_here()->zero_block : NULL;
+    void *zb = n > HK_PAGE_SIZE ? hk_heap_here()->zero_block : NULL;
     void *q = hak_malloc(n);
     if (!q) return NULL;
     size_t k = n < have ? n : have;
-    /* A mid block carved from a fresh span within this call: its pages hold nothing, and the
-     * copy would fault them in one by one (see hk_carve). */
-    if (n > HK_TABLE_MAX && q == hk_heap_here()->zero_block && q != zb && k > HK_PAGE_SIZE) {
+    /* A block carved from a fresh slab within this call: its pages past the first hold
+     * nothing, and the copy would fault them in one by one (see hk_carve). */
+    if (n > HK_PAGE_SIZE && q == hk_heap_here()->zero_block && q != zb && k > HK_PAGE_SIZE) {
         uintptr_t a = (uintptr_t)q & ~(uintptr_t)(HK_PAGE_SIZE - 1);
         uintptr_t e = hk_align_up((uintptr_t)q + k, HK_PAGE_SIZE);
         hk_os_populate((void *)a, (size_t)(e - a));

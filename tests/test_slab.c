@@ -832,8 +832,8 @@ static void *reused_carves(void *arg) {
 
 TEST(a_slab_taken_back_is_not_filled) { CHECK(in_new_thread(reused_carves)); }
 
-/* calloc of a mid block carved from a fresh span within the call clears only the block's
- * first two words: its other pages stay untouched until the program writes them. The same
+/* calloc of a block above a page carved from a fresh slab within the call clears only the
+ * block's first two words: its other pages stay untouched until the program writes them. The same
  * block, written, freed and asked for again, is cleared in full. In a new thread, after a
  * trim (fresh slots). */
 static void *fresh_calloc(void *arg) {
@@ -856,9 +856,32 @@ static void *fresh_calloc(void *arg) {
     return (void *)(uintptr_t)ok;
 }
 
+/* The same for a small class of blocks above a page (20 KiB): a carve writes only their
+ * first words. */
+static void *fresh_calloc_small(void *arg) {
+    (void)arg;
+    enum { N = 20000 };
+    int ok = 1;
+    unsigned char *p = hak_calloc(1, N);
+    struct hk_slab *s = p ? hk_slab_of((uintptr_t)p) : NULL;
+    ok &= s != NULL && s->cls < HK_NSMALL && s->fresh;
+    char *page = (char *)(((uintptr_t)p + 4096) & ~(uintptr_t)4095);
+    ok &= resident_pages(page, (size_t)((char *)p + N - page) & ~(size_t)4095) == 0;
+    for (size_t i = 0; i < N && ok; i += 61) ok &= p[i] == 0;
+    ok &= p[8] == 0 && p[N - 1] == 0;
+    memset(p, 0x5a, N);
+    hak_free(p);
+    unsigned char *q = hak_calloc(1, N);
+    for (size_t i = 0; q && i < N; i++) ok &= q[i] == 0;
+    hak_free(q);
+    return (void *)(uintptr_t)(ok && q != NULL);
+}
+
 TEST(calloc_of_a_fresh_mid_block_leaves_its_pages_alone) {
     hak_trim(); /* every EMPTY slab's pages released: its slots hold nothing again */
     CHECK(in_new_thread(fresh_calloc));
+    hak_trim();
+    CHECK(in_new_thread(fresh_calloc_small));
 }
 
 /* realloc that moves a block into a mid block carved from a fresh span within the call fills
