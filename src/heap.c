@@ -843,7 +843,7 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
         hk_os_populate((void *)a, (size_t)(e - a));
     }
     /* The carve's first block, which the malloc that refilled pops (a carve links its blocks
-     * in address order; the hardened build's shuffled order pops another, never this one). */
+     * in address order; the hardened build's shuffled order pops it only by chance). */
     if (s->fresh) h->zero_block = p;
     h->free[c] = hk_carve_list(h, p, n, bs);
     __atomic_store_n(&s->carved, s->carved + n, __ATOMIC_RELAXED); /* read by other threads */

@@ -278,6 +278,18 @@ HK_EXPORT int hak_owns(const void *p) {
     return p && hk_large_lookup(p, NULL, NULL) == HK_LARGE_LIVE;
 }
 
+/* malloc of n bytes, and in *fresh whether the block was carved from a fresh slab within
+ * this call (heap.h, zero_block): zero but for its first two words. The note is compared
+ * before and after, on one heap: one carved before may have been handed out since, and a
+ * thread's first call may take over an exited thread's heap with that thread's note. */
+static void *hk_malloc_carved(size_t n, int *fresh) {
+    struct hk_heap *h = hk_heap_here();
+    void *before = h->zero_block;
+    void *p = hak_malloc(n);
+    *fresh = p != NULL && hk_heap_here() == h && p == h->zero_block && p != before;
+    return p;
+}
+
 HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
     size_t n;
     if (__builtin_mul_overflow(nmemb, size, &n)) {
@@ -287,29 +299,23 @@ HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
     if (n > HK_MID_MAX) return hk_large_block(n, HK_PAGE_SIZE, 1); /* clears what may be dirty */
     /* A block carved from a fresh slab within this call holds zeros but for its first two
      * words (the carve's link, malloc's cleared mark): clearing those leaves its pages
-     * untouched until the program writes them, as glibc and jemalloc leave fresh memory. A
-     * block carved before this call may have been handed out since: cleared in full. Blocks
-     * of a page or less are cleared in full (their pages are touched either way). */
-    void *zb = n > HK_PAGE_SIZE ? hk_heap_here()->zero_block : NULL;
-    void *p = hak_malloc(n);
-    if (!p) return NULL;
-    if (n > HK_PAGE_SIZE && p == hk_heap_here()->zero_block && p != zb) {
-        memset(p, 0, 2 * sizeof(void *));
-        return p;
-    }
-    memset(p, 0, n);
+     * untouched until the program writes them, as glibc and jemalloc leave fresh memory.
+     * Blocks of a page or less are cleared in full (their pages are touched either way). */
+    int fresh = 0;
+    void *p = n > HK_PAGE_SIZE ? hk_malloc_carved(n, &fresh) : hak_malloc(n);
+    if (p) memset(p, 0, fresh ? 2 * sizeof(void *) : n);
     return p;
 }
 
 /* realloc by moving: a new block, the common bytes copied, the old block freed. */
 static void *hk_realloc_move(void *p, size_t have, size_t n) {
-    void *zb = n > HK_PAGE_SIZE ? hk_heap_here()->zero_block : NULL;
-    void *q = hak_malloc(n);
-    if (!q) return NULL;
+    int fresh = 0;
     size_t k = n < have ? n : have;
+    void *q = k > HK_PAGE_SIZE ? hk_malloc_carved(n, &fresh) : hak_malloc(n);
+    if (!q) return NULL;
     /* A block carved from a fresh slab within this call: its pages past the first hold
      * nothing, and the copy would fault them in one by one (see hk_carve). */
-    if (n > HK_PAGE_SIZE && q == hk_heap_here()->zero_block && q != zb && k > HK_PAGE_SIZE) {
+    if (fresh) {
         uintptr_t a = (uintptr_t)q & ~(uintptr_t)(HK_PAGE_SIZE - 1);
         uintptr_t e = hk_align_up((uintptr_t)q + k, HK_PAGE_SIZE);
         hk_os_populate((void *)a, (size_t)(e - a));

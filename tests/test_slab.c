@@ -840,6 +840,9 @@ static void *fresh_calloc(void *arg) {
     (void)arg;
     enum { N = 200000 };
     int ok = 1;
+    /* A thread's first call takes a heap (maybe an exited thread's, with its note): the
+     * calloc comes after it. */
+    hak_free(hak_malloc(16));
     unsigned char *p = hak_calloc(1, N);
     ok &= p != NULL && hk_slab_of((uintptr_t)p)->fresh;
     char *page = (char *)(((uintptr_t)p + 4096) & ~(uintptr_t)4095);
@@ -862,6 +865,7 @@ static void *fresh_calloc_small(void *arg) {
     (void)arg;
     enum { N = 20000 };
     int ok = 1;
+    hak_free(hak_malloc(16)); /* as above */
     unsigned char *p = hak_calloc(1, N);
     struct hk_slab *s = p ? hk_slab_of((uintptr_t)p) : NULL;
     ok &= s != NULL && s->cls < HK_NSMALL && s->fresh;
@@ -875,6 +879,35 @@ static void *fresh_calloc_small(void *arg) {
     for (size_t i = 0; q && i < N; i++) ok &= q[i] == 0;
     hak_free(q);
     return (void *)(uintptr_t)(ok && q != NULL);
+}
+
+/* A thread's first call takes over the heap an exited thread left (heap.c, "Handover"),
+ * with the note of that thread's last fresh carve: a block it wrote, freed and left on its
+ * slab. A calloc that gets that block back must clear it in full. */
+static unsigned char *handover_block;
+
+static void *handover_write(void *arg) {
+    (void)arg;
+    handover_block = hak_malloc(20000);
+    memset(handover_block, 0x5a, 20000);
+    hak_free(handover_block);
+    return (void *)1;
+}
+
+static void *handover_calloc(void *arg) {
+    (void)arg;
+    unsigned char *q = hak_calloc(1, 20000);
+    int ok = q != NULL;
+    for (size_t i = 0; ok && i < 20000; i++) ok &= q[i] == 0;
+    hak_free(q);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(calloc_clears_a_block_an_exited_thread_wrote) {
+    hak_trim();
+    hk_heap_give_up_all(); /* the next thread takes over the one this test parks */
+    CHECK(in_new_thread(handover_write));
+    CHECK(in_new_thread(handover_calloc));
 }
 
 TEST(calloc_of_a_fresh_mid_block_leaves_its_pages_alone) {
@@ -1012,6 +1045,7 @@ int main(void) {
     RUN(a_fresh_slab_is_filled_a_carve_at_a_time);
     RUN(a_slab_taken_back_is_not_filled);
     RUN(calloc_of_a_fresh_mid_block_leaves_its_pages_alone);
+    RUN(calloc_clears_a_block_an_exited_thread_wrote);
     RUN(realloc_into_a_fresh_mid_block_fills_what_it_copies);
     RUN(a_slot_of_a_span_has_no_small_class);
     RUN(pointer_to_slab_is_arithmetic);
