@@ -176,13 +176,14 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
  * whatever the thread then does with a class, a slow path that looks at the clock comes
  * within 2 * HK_ROOM_BEAT frees of it, and the memory goes back on time (see "Footprint"). */
 #define HK_ROOM_BEAT 64u
-/* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 1 MiB of
- * its blocks, at least 2. Before the transfer lists (transfer.h) caught what a stash cannot
- * take, 1 MiB left blocks in inboxes (blocks of 64 KiB..1 MiB shared by 16 threads peaked at
- * 1.42 GB, against 1.18 with 4 MiB); with them, 4 MiB only holds more: shared_swap_big16
- * (full) ran at 5.0e6 ops/s and peaked at 273 MiB, and at 6.4e6 and 219 MiB with 1 MiB (256
- * KiB: 188 MiB, and a class of 128 KiB or more stashes one block). */
-#define HK_MID_ROOM_BYTES (1024u * 1024)
+/* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 128 KiB
+ * of its blocks, at least 2, so a class of 64 KiB or more stashes one block. Before the
+ * transfer lists (transfer.h) caught what a stash cannot take, a small stash left blocks in
+ * inboxes (blocks of 64 KiB..1 MiB shared by 16 threads peaked at 1.42 GB with 1 MiB, against
+ * 1.18 with 4 MiB). With them, what the stash holds beyond one block is memory no other thread
+ * can use: shared_swap_big16 ran 1.12 times as fast with 128 KiB as with 1 MiB and peaked at
+ * 14% less (and with 4 MiB slower still); mixed_churn 1.04 times (2026-11-29). */
+#define HK_MID_ROOM_BYTES (128u * 1024)
 
 /* A thread's first blocks of a small class come from the class's shared slab (orphan.h) only
  * while more than this many threads have heaps: a slab a class costs each thread a page or
