@@ -21,6 +21,8 @@
 #                        (default /usr/lib/<multiarch>)
 #   RESULTS_DIR=path     where results go (default bench/results)
 #   RUN_TIMEOUT=secs     per-run time limit (default 30 quick, 300 full)
+#   BENCH_BIN=path       programs built already (bench/device_prep.sh's), used as they
+#                        are: nothing is built (default: build/bench, made first)
 #
 # Output: progress on stderr, the tables on stdout; files in RESULTS_DIR:
 #   runs-<stamp>.csv     one row per run
@@ -32,7 +34,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH_DIR=$ROOT/bench
-BIN=$ROOT/build/bench
+BIN=${BENCH_BIN:-$ROOT/build/bench}
 
 BENCH=${BENCH:-full}
 THREADS=${THREADS:-2}
@@ -126,8 +128,12 @@ fi
 # ---------------------------------------------------------------------------
 # Build the programs.
 # ---------------------------------------------------------------------------
-log "== building benchmark programs (make -C bench)"
-make -s -C "$BENCH_DIR" >&2 || die "building the benchmark programs failed"
+if [[ -n ${BENCH_BIN:-} ]]; then
+    [[ -x $BIN/tight ]] || die "BENCH_BIN: no benchmark programs in '$BIN'"
+else
+    log "== building benchmark programs (make -C bench)"
+    make -s -C "$BENCH_DIR" >&2 || die "building the benchmark programs failed"
+fi
 
 # ---------------------------------------------------------------------------
 # Allocators: glibc always, hakmem when built, Debian peers when installed.
