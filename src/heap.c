@@ -837,11 +837,7 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
      * page the last carve ended in to the one this one ends in. Not for blocks larger than a
      * page: the carve writes only their first words, and the program may never touch the
      * rest. */
-    if (s->fresh && bs <= HK_PAGE_SIZE) {
-        uintptr_t a = (uintptr_t)p & ~(uintptr_t)(HK_PAGE_SIZE - 1);
-        uintptr_t e = hk_align_up((uintptr_t)p + (size_t)n * bs, HK_PAGE_SIZE);
-        hk_os_populate((void *)a, (size_t)(e - a));
-    }
+    if (s->fresh && bs <= HK_PAGE_SIZE) hk_os_populate(p, (size_t)n * bs);
     /* The carve's first block, which the malloc that refilled pops (a carve links its blocks
      * in address order; the hardened build's shuffled order pops it only by chance). */
     if (s->fresh) h->zero_block = p;

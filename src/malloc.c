@@ -315,11 +315,7 @@ static void *hk_realloc_move(void *p, size_t have, size_t n) {
     if (!q) return NULL;
     /* A block carved from a fresh slab within this call: its pages past the first hold
      * nothing, and the copy would fault them in one by one (see hk_carve). */
-    if (fresh) {
-        uintptr_t a = (uintptr_t)q & ~(uintptr_t)(HK_PAGE_SIZE - 1);
-        uintptr_t e = hk_align_up((uintptr_t)q + k, HK_PAGE_SIZE);
-        hk_os_populate((void *)a, (size_t)(e - a));
-    }
+    if (fresh) hk_os_populate(q, k);
     memcpy(q, p, k);
     hk_free_inline(p);
     return q;

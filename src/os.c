@@ -76,6 +76,9 @@ static int hk_os_no_populate;
  * which is why only fresh ones come here (superslab.h, struct hk_slab's clean). */
 void hk_os_populate(void *p, size_t size) {
     if (__atomic_load_n(&hk_os_no_populate, __ATOMIC_RELAXED)) return;
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(HK_PAGE_SIZE - 1);
+    size = hk_align_up((uintptr_t)p + size, HK_PAGE_SIZE) - a;
+    p = (void *)a;
     HK_STAT_INC(os_populate);
     HK_STAT_ADD(os_populate_bytes, size);
     if (HK_TRACING(HK_T_OS))

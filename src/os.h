@@ -10,9 +10,9 @@ void *hk_os_map(size_t size) HK_INTERNAL;
 void hk_os_unmap(void *p, size_t size) HK_INTERNAL;
 /* Releases the pages (contents become zero on next touch); the range stays mapped. */
 void hk_os_release(void *p, size_t size) HK_INTERNAL;
-/* Fills the pages of [p, p+size), which are about to be written and hold nothing yet, in one
- * call (madvise MADV_POPULATE_WRITE, Linux 5.14), where touching them would fault once a
- * page. p and size are page-aligned and within one 2 MiB stretch. Does nothing where the
+/* Fills the pages that [p, p+size) reaches, which are about to be written and hold nothing yet,
+ * in one call (madvise MADV_POPULATE_WRITE, Linux 5.14), where touching them would fault once
+ * a page. The range lies within one 2 MiB stretch. Does nothing where the
  * kernel does not know the call (the first refusal stops further tries): the writes then
  * fault the pages in as before. */
 void hk_os_populate(void *p, size_t size) HK_INTERNAL;
