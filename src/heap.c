@@ -1239,6 +1239,7 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
  * to the pool or the orphans, and its inbox is applied, as at an exit before. */
 #define HK_PARK_MS 20
 #define HK_PARKED_PUSHES_MAX 4096
+#define HK_PARKED_KIB_MAX 2048
 
 /* Heap h, being set up with record o, takes o's parked slabs onto its lists. */
 static void hk_heap_take_over(struct hk_heap *h, struct hk_owner *o) {
@@ -1311,20 +1312,41 @@ static void hk_heap_give_up(struct hk_heap *h, struct hk_owner *o, uint64_t now,
     hk_owner_retire(o);
 }
 
-/* Where other threads' batches have brought a parked record more than HK_PARKED_PUSHES_MAX
- * blocks, they are taking apart what an exited thread left (its result), and the thread that
- * takes the heap over would apply every one of them from its inbox, one by one and cold
- * (teardown with a new thread a round: 0.63x the speed with handover alone). The thread whose
- * batch crossed the bound (hk_batch_flush notes the record in give_up) gives it up when its
- * free or refill is done, and the rest of the blocks travel as orphans' blocks do, joined to
- * their slabs in runs. A successor that frees what its predecessor left a block at a time
- * (larson) brings it far fewer: it stashes most of them for its own mallocs. */
+/* Where other threads have brought a parked record more than HK_PARKED_PUSHES_MAX blocks,
+ * they are taking apart what an exited thread left (its result), and the thread that takes
+ * the heap over would apply every one of them from its inbox, one by one and cold (teardown
+ * with a new thread a round: 0.63x the speed with handover alone). Where they have brought it
+ * more than HK_PARKED_KIB_MAX of them, that memory waits for a thread that may not come soon:
+ * where threads come and go in waves, those that end first wait parked for the rest of their
+ * wave, and with 16 threads sharing blocks of every size (mixed_churn), 13-35 MiB of mid
+ * blocks lay in parked inboxes, their spans held from every thread. The thread whose free
+ * crossed a bound (hk_parked_brought notes the record in give_up) gives it up when its free or
+ * refill is done, and the rest of the blocks travel as orphans' blocks do, joined to their
+ * slabs in runs; it takes the heap in if it brought half of it. A successor that frees what
+ * its predecessor left a block at a time (larson) brings it far fewer: it stashes most of
+ * them for its own mallocs. */
 static void hk_heap_give_up_wanted(struct hk_heap *h) {
     struct hk_owner *o = h->give_up;
     h->give_up = NULL;
     if (h->owner && h->hooked && !h->no_stash && hk_owner_unpark_this(o))
         hk_heap_give_up(h, o, hk_now_ms(),
-                        h->park_to == o && h->park_mine >= HK_PARKED_PUSHES_MAX / 2);
+                        h->park_to == o && (h->park_mine >= HK_PARKED_PUSHES_MAX / 2 ||
+                                            h->park_mine_kib >= HK_PARKED_KIB_MAX / 2));
+}
+
+/* Notes that this thread's free brought parked record o n blocks of `bytes` in all (see
+ * hk_heap_give_up_wanted). */
+static void hk_parked_brought(struct hk_heap *h, struct hk_owner *o, uint32_t n, size_t bytes) {
+    uint32_t kib = (uint32_t)((bytes + 1023) >> 10);
+    if (h->park_to != o) h->park_to = o, h->park_mine = h->park_mine_kib = 0;
+    h->park_mine += n;
+    h->park_mine_kib += kib;
+    if ((atomic_fetch_add_explicit(&o->parked_pushes, n, memory_order_relaxed) + n >=
+             HK_PARKED_PUSHES_MAX ||
+         atomic_fetch_add_explicit(&o->parked_kib, kib, memory_order_relaxed) + kib >=
+             HK_PARKED_KIB_MAX) &&
+        !h->give_up)
+        h->give_up = o;
 }
 
 /* Gives up the records parked before older (all of them with UINT64_MAX). */
@@ -1594,6 +1616,7 @@ static uint32_t hk_free_again(struct hk_heap *h, void *l) {
  * each block is freed again, to whoever owns its slab now. */
 static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
     uint32_t n = b->n, back = 0;
+    size_t bytes = b->bytes;
     h->flushed = 1;
     h->batch_mask &= ~(1u << (b - h->batch));
     b->n = b->bytes = 0;
@@ -1606,16 +1629,10 @@ static HK_NOINLINE void hk_batch_flush(struct hk_heap *h, struct hk_batch *b) {
         back += hk_free_again(h, head);
     }
     if (n > back) hk_count_pushes(h, n - back);
-    /* A parked owner: count what it is brought, by all and by this thread in a row
-     * (hk_heap_give_up_wanted). */
-    if (HK_UNLIKELY(atomic_load_explicit(&b->to->parked, memory_order_relaxed))) {
-        if (h->park_to != b->to) h->park_to = b->to, h->park_mine = 0;
-        h->park_mine += n - back;
-        if (atomic_fetch_add_explicit(&b->to->parked_pushes, n - back, memory_order_relaxed) +
-                    (n - back) >= HK_PARKED_PUSHES_MAX &&
-            !h->give_up)
-            h->give_up = b->to;
-    }
+    /* A parked owner: count what it is brought, by all and by this thread in a row (the
+     * bytes of blocks that came back, if any, too: the record is given up no later). */
+    if (HK_UNLIKELY(atomic_load_explicit(&b->to->parked, memory_order_relaxed)) && n > back)
+        hk_parked_brought(h, b->to, n - back, bytes);
 }
 
 /* Frees every orphans' block waiting in h; those whose slab was adopted meanwhile go to their
@@ -1748,6 +1765,8 @@ static HK_NOINLINE void hk_free_home_slow(struct hk_heap *h, struct hk_slab *s, 
 #endif
             if (hk_owner_push_list(o, (unsigned)((uintptr_t)p >> 12) & (HK_LANES - 1), p, p)) {
                 hk_count_pushes(h, 1);
+                if (HK_UNLIKELY(atomic_load_explicit(&o->parked, memory_order_relaxed)))
+                    hk_parked_brought(h, o, 1, s->bsize);
                 return;
             }
         }

@@ -292,11 +292,11 @@ struct hk_heap {
      * slab reads nothing beyond this page: on a kernel that gives a read of an untouched page
      * a page of its own, as this one does, reading is touching. */
     uint64_t slabbed;
-    struct hk_owner *give_up;             /* a parked record this thread's batches flooded
+    struct hk_owner *give_up;             /* a parked record this thread's frees flooded
                                            * (heap.c, hk_heap_give_up_wanted) */
-    struct hk_owner *park_to;             /* the parked record its batches went to last (only
+    struct hk_owner *park_to;             /* the parked record its frees went to last (only
                                            * compared: it may be recycled meanwhile) */
-    uint32_t park_mine;                   /* blocks they brought it since */
+    uint32_t park_mine, park_mine_kib;    /* blocks they brought it since, and their KiB */
     /* Heap records (heap.c): once the thread's exit hook ran (parting), the thread's id; and
      * the next on the list of free or of parting records. */
     int tid;

@@ -53,7 +53,8 @@ struct hk_owner {
     /* Set while the record is parked (heap.c, "Handover"), under the records' mutex: read by
      * pushers on the line their push has just taken, not on the owner's line below. */
     _Atomic unsigned char parked;
-    _Atomic uint32_t parked_pushes; /* blocks other threads' batches brought it while parked */
+    _Atomic uint32_t parked_pushes; /* blocks other threads brought it while parked */
+    _Atomic uint32_t parked_kib;    /* and their KiB, rounded up a push at a time */
     /* One cache line for the above: pushers contend on it. */
     /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record,
      * then flags the owner's heap; the heap says whether it is busy. */

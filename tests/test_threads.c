@@ -1736,15 +1736,38 @@ static void *ti_alloc_exit(void *arg) {
  * their slabs whatever the tests before did with the main thread's. */
 static struct hak_stats ti_after_frees, ti_after_flush;
 static int ti_tags_ok;
-static pthread_barrier_t ti_bar;
+
+/* Between a thread that frees (it sets its heap up, then waits twice) and one that allocates
+ * and exits (exit_then_free). */
+static pthread_barrier_t ef_bar;
+
+/* Runs freer in a thread that sets its heap up first, then alloc in a thread that exits, whose
+ * heap is parked then, and lets freer go on once it has. Returns the report taken before
+ * alloc's thread started, having checked that that thread left at least `bytes` of slabs. */
+static struct hak_stats exit_then_free(void *(*alloc)(void *), void *(*freer)(void *),
+                                       size_t bytes) {
+    pthread_barrier_init(&ef_bar, NULL, 2);
+    pthread_t f, t;
+    pthread_create(&f, NULL, freer, NULL);
+    pthread_barrier_wait(&ef_bar);
+    struct hak_stats a = stats();
+    pthread_create(&t, NULL, alloc, NULL);
+    pthread_join(t, NULL);
+    struct hak_stats b = stats();
+    CHECK(b.slabs_active_now >= a.slabs_active_now + bytes / 65536);
+    pthread_barrier_wait(&ef_bar);
+    pthread_join(f, NULL);
+    pthread_barrier_destroy(&ef_bar);
+    return a;
+}
 
 static void *ti_free_all(void *arg) {
     (void)arg;
     /* Its heap set up first, with a block of another class: a thread that sets its heap up
      * later takes over a parked heap whole (the next test). */
     hak_free(hak_malloc(4000));
-    pthread_barrier_wait(&ti_bar);
-    pthread_barrier_wait(&ti_bar); /* ti_alloc_exit has exited */
+    pthread_barrier_wait(&ef_bar);
+    pthread_barrier_wait(&ef_bar); /* ti_alloc_exit has exited */
     ti_tags_ok = 1;
     /* In an order that visits every slab again and again, as a hash table's teardown does. */
     for (long i = 0, k = 0; i < TI_N; i++, k = (k + 7919) % TI_N) {
@@ -1768,18 +1791,7 @@ static void *ti_free_all(void *arg) {
 TEST(a_thread_that_frees_an_exited_threads_blocks_takes_its_heap_in) {
     hk_heap_give_up_all();
     hk_heap_trim();
-    pthread_barrier_init(&ti_bar, NULL, 2);
-    pthread_t f, t;
-    pthread_create(&f, NULL, ti_free_all, NULL);
-    pthread_barrier_wait(&ti_bar);
-    struct hak_stats a = stats();
-    pthread_create(&t, NULL, ti_alloc_exit, NULL);
-    pthread_join(t, NULL);
-    struct hak_stats b = stats();
-    CHECK(b.slabs_active_now >= a.slabs_active_now + TI_N * TI_SIZE / 65536);
-    pthread_barrier_wait(&ti_bar);
-    pthread_join(f, NULL);
-    pthread_barrier_destroy(&ti_bar);
+    struct hak_stats a = exit_then_free(ti_alloc_exit, ti_free_all, TI_N * TI_SIZE);
     CHECK(ti_tags_ok);
     struct hak_stats c = ti_after_frees;
     CHECKF(c.heaps_taken_in == a.heaps_taken_in + 1, "%zu heaps taken in",
@@ -1791,6 +1803,44 @@ TEST(a_thread_that_frees_an_exited_threads_blocks_takes_its_heap_in) {
     struct hak_stats d = ti_after_flush;
     CHECKF(d.slabs_active_now <= a.slabs_active_now, "active slabs %zu, before %zu",
            d.slabs_active_now, a.slabs_active_now);
+}
+
+/* A thread that frees big blocks of an exited thread, parked, takes its heap in once they
+ * come to 2 MiB, as it would after 4,096 small ones: the spans they emptied go back to the
+ * pool then, not after the record has waited out HK_PARK_MS for a thread to take it over. */
+enum { PB_N = 16, PB_SIZE = 256 << 10 };
+static void *pb_blocks[PB_N];
+static struct hak_stats pb_after_frees;
+
+static void *pb_alloc_exit(void *arg) {
+    (void)arg;
+    for (int i = 0; i < PB_N; i++) {
+        pb_blocks[i] = hak_malloc(PB_SIZE);
+        memset(pb_blocks[i], i, PB_SIZE);
+    }
+    return NULL;
+}
+
+static void *pb_free_all(void *arg) {
+    (void)arg;
+    /* Its heap set up first, with a small block: a thread that sets its heap up later takes
+     * over a parked heap whole. It never allocates the blocks' class, so it keeps none. */
+    hak_free(hak_malloc(100));
+    pthread_barrier_wait(&ef_bar);
+    pthread_barrier_wait(&ef_bar); /* pb_alloc_exit has exited */
+    for (int i = 0; i < PB_N; i++) hak_free(pb_blocks[i]);
+    pb_after_frees = stats();
+    return NULL;
+}
+
+TEST(a_thread_that_frees_an_exited_threads_big_blocks_takes_its_heap_in) {
+    hk_heap_give_up_all();
+    struct hak_stats a = exit_then_free(pb_alloc_exit, pb_free_all, (size_t)PB_N * PB_SIZE);
+    struct hak_stats c = pb_after_frees;
+    CHECKF(c.heaps_taken_in == a.heaps_taken_in + 1, "%zu heaps taken in, %zu given up",
+           c.heaps_taken_in - a.heaps_taken_in, c.heaps_given_up - a.heaps_given_up);
+    CHECKF(c.slabs_active_now <= a.slabs_active_now + 8, "active slabs %zu, before %zu",
+           c.slabs_active_now, a.slabs_active_now);
 }
 
 static void *alloc_half_free_exit(void *arg) {
@@ -2397,6 +2447,7 @@ int main(void) {
     RUN(an_exited_threads_heap_goes_whole_to_the_next_thread);
     RUN(a_heap_nobody_takes_is_given_up_and_loses_nothing);
     RUN(a_thread_that_frees_an_exited_threads_blocks_takes_its_heap_in);
+    RUN(a_thread_that_frees_an_exited_threads_big_blocks_takes_its_heap_in);
     RUN(a_thread_that_first_frees_a_parked_heaps_block_takes_that_heap_over);
     RUN(a_new_thread_takes_over_the_oldest_parked_heap);
     RUN(thread_churn_keeps_memory_flat);
