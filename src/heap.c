@@ -31,13 +31,13 @@ static struct hk_slab *hk_oslab_none[1];
 
 #ifndef HK_HARDENED
 /* Each class's room after a refill: for a small class HK_ROOM_BYTES of blocks, HK_ROOM_MIN to
- * HK_ROOM_MAX; for a mid class HK_MID_ROOM_BYTES of blocks, and never less than 2 (the stash
- * leaves the last 1 of a room alone). */
+ * HK_ROOM_MAX; for a mid class HK_MID_ROOM_BYTES of blocks where that is 2 or more, else 1,
+ * which the stash leaves alone (it keeps none of the class). */
 #define HK_ROOM_OF(d)                                                                          \
     (uint16_t)(HK_ROOM_BYTES / (d) < HK_ROOM_MIN   ? HK_ROOM_MIN                               \
                : HK_ROOM_BYTES / (d) > HK_ROOM_MAX ? HK_ROOM_MAX                               \
                                                    : HK_ROOM_BYTES / (d)),
-#define HK_MID_ROOM_OF(d) (uint16_t)(HK_MID_ROOM_BYTES / (d) < 2 ? 2 : HK_MID_ROOM_BYTES / (d)),
+#define HK_MID_ROOM_OF(d) (uint16_t)(HK_MID_ROOM_BYTES / (d) < 2 ? 1 : HK_MID_ROOM_BYTES / (d)),
 static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
                                                     HK_MID_SIZES(HK_MID_ROOM_OF)};
 

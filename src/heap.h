@@ -177,12 +177,15 @@ _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes")
  * within 2 * HK_ROOM_BEAT frees of it, and the memory goes back on time (see "Footprint"). */
 #define HK_ROOM_BEAT 64u
 /* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 128 KiB
- * of its blocks, at least 2, so a class of 64 KiB or more stashes one block. Before the
- * transfer lists (transfer.h) caught what a stash cannot take, a small stash left blocks in
- * inboxes (blocks of 64 KiB..1 MiB shared by 16 threads peaked at 1.42 GB with 1 MiB, against
- * 1.18 with 4 MiB). With them, what the stash holds beyond one block is memory no other thread
- * can use: shared_swap_big16 ran 1.12 times as fast with 128 KiB as with 1 MiB and peaked at
- * 14% less (and with 4 MiB slower still); mixed_churn 1.04 times (2026-11-29). */
+ * of its blocks, so 2 or 3 blocks up to 64 KiB, and none of a class above (the stash leaves
+ * the last 1 of a room alone). Before the transfer lists (transfer.h) caught what a stash
+ * cannot take, a small stash left blocks in inboxes (blocks of 64 KiB..1 MiB shared by 16
+ * threads peaked at 1.42 GB with 1 MiB, against 1.18 with 4 MiB). With them, what a stash
+ * holds is memory no other thread can use, while on the list any thread's next refill takes
+ * it: shared_swap_big16 ran 1.12 times as fast with 128 KiB as with 1 MiB and peaked at 14%
+ * less; mixed_churn 1.04 times. A block of each class above 64 KiB a thread, which 128 KiB
+ * still left, was as much again: without it, mixed_churn with 16 threads (2 cores) peaks 8%
+ * lower and runs 1.09 times as fast, shared_swap_big16 6% lower and 1.09 times (2026-11-29). */
 #define HK_MID_ROOM_BYTES (128u * 1024)
 
 /* A thread's first blocks of a small class come from the class's shared slab (orphan.h) only
