@@ -1341,11 +1341,9 @@ static void hk_parked_brought(struct hk_heap *h, struct hk_owner *o, uint32_t n,
     if (h->park_to != o) h->park_to = o, h->park_mine = h->park_mine_kib = 0;
     h->park_mine += n;
     h->park_mine_kib += kib;
-    if ((atomic_fetch_add_explicit(&o->parked_pushes, n, memory_order_relaxed) + n >=
-             HK_PARKED_PUSHES_MAX ||
-         atomic_fetch_add_explicit(&o->parked_kib, kib, memory_order_relaxed) + kib >=
-             HK_PARKED_KIB_MAX) &&
-        !h->give_up)
+    uint32_t all = atomic_fetch_add_explicit(&o->parked_pushes, n, memory_order_relaxed) + n;
+    uint32_t all_kib = atomic_fetch_add_explicit(&o->parked_kib, kib, memory_order_relaxed) + kib;
+    if ((all >= HK_PARKED_PUSHES_MAX || all_kib >= HK_PARKED_KIB_MAX) && !h->give_up)
         h->give_up = o;
 }
 
