@@ -69,7 +69,8 @@
  * speed now). A valid small block that
  * the owned-slab table misses goes into the cache the same way (the stash) if the thread
  * allocates its class (it has a current slab of it), and so does another live thread's mid
- * block, up to HK_MID_ROOM_BYTES of the class: its owner may not run for a while, and a block
+ * block of up to 64 KiB, up to HK_MID_ROOM_BYTES of the class: its owner may not run for a
+ * while, and a block
  * waiting in an inbox is memory nobody can use (16 threads on 2 cores sharing blocks of 64
  * KiB..1 MiB: 200-290 MB waited in inboxes beside 354 MB live). The thread's own mid frees
  * still go to their span, where it can empty. A small block stashed is another thread's (not

@@ -1761,13 +1761,18 @@ static struct hak_stats exit_then_free(void *(*alloc)(void *), void *(*freer)(vo
     return a;
 }
 
+/* The freer's start (exit_then_free): its heap set up first, with a block of `first` bytes (a
+ * class the blocks it frees later are not of; a thread that sets its heap up later takes over
+ * a parked heap whole), then it waits until the other thread has exited. */
+static void ef_wait_for_exit(size_t first) {
+    hak_free(hak_malloc(first));
+    pthread_barrier_wait(&ef_bar);
+    pthread_barrier_wait(&ef_bar);
+}
+
 static void *ti_free_all(void *arg) {
     (void)arg;
-    /* Its heap set up first, with a block of another class: a thread that sets its heap up
-     * later takes over a parked heap whole (the next test). */
-    hak_free(hak_malloc(4000));
-    pthread_barrier_wait(&ef_bar);
-    pthread_barrier_wait(&ef_bar); /* ti_alloc_exit has exited */
+    ef_wait_for_exit(4000);
     ti_tags_ok = 1;
     /* In an order that visits every slab again and again, as a hash table's teardown does. */
     for (long i = 0, k = 0; i < TI_N; i++, k = (k + 7919) % TI_N) {
@@ -1823,11 +1828,7 @@ static void *pb_alloc_exit(void *arg) {
 
 static void *pb_free_all(void *arg) {
     (void)arg;
-    /* Its heap set up first, with a small block: a thread that sets its heap up later takes
-     * over a parked heap whole. It never allocates the blocks' class, so it keeps none. */
-    hak_free(hak_malloc(100));
-    pthread_barrier_wait(&ef_bar);
-    pthread_barrier_wait(&ef_bar); /* pb_alloc_exit has exited */
+    ef_wait_for_exit(100); /* it never allocates the blocks' class, so it keeps none */
     for (int i = 0; i < PB_N; i++) hak_free(pb_blocks[i]);
     pb_after_frees = stats();
     return NULL;
