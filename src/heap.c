@@ -1068,7 +1068,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
 #ifndef HK_HARDENED
     hk_room_set(h, c, hk_room_full(h, c));
 #endif
-    hk_heap_cache_send(h, c, &b, UINT32_MAX);
+    if (b) hk_heap_cache_send(h, c, &b, UINT32_MAX);
 }
 
 /* Loads every block of every class's cache, the classes' lists a step each in turn, so that
@@ -1078,11 +1078,15 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
  * exiting thread's caches held 750 blocks (2 threads) to 1,230 (16 threads on 2 cores), and
  * their walk took 46% of the time with 16 threads. With the lists' loads in flight together
  * it took 15%, and the program ran 1.09x (2 threads) and 1.27x (16) as fast. */
-static void hk_heap_caches_load(struct hk_heap *h) {
+static uint64_t hk_heap_caches_load(struct hk_heap *h) {
     void *at[HK_NCLASS];
     unsigned n = 0;
+    uint64_t held = 0;
     for (unsigned c = 0; c < HK_NCLASS; c++)
-        if (h->free[c]) at[n++] = h->free[c];
+        if (h->free[c]) {
+            at[n++] = h->free[c];
+            held |= (uint64_t)1 << c;
+        }
     /* At most 8,192 blocks a list (a slab's whole free list is 4,096 at most): one that a
      * write to a freed block made into a loop must not hold the thread here; the walk after
      * this one goes on as it did before the loads. */
@@ -1094,13 +1098,21 @@ static void hk_heap_caches_load(struct hk_heap *h) {
             else at[i] = at[--n]; /* that list is done */
         }
     }
+    return held;
 }
 
 /* Empties every class's cache and sets its room back to the first one: the thread gives
- * everything back (trim, flush, exit). */
+ * everything back (trim, flush, exit). A class the thread never refilled, whose cache is empty
+ * and whose room has not grown or been cut has nothing to give back: skipped. A thread that
+ * took a few blocks of a few classes and exits (crowd: 1,000 threads of 8 blocks each) walked
+ * all 64 classes at about 140 instructions each. */
 static void hk_heap_uncache_all(struct hk_heap *h) {
-    hk_heap_caches_load(h);
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
+    uint64_t m = h->allocated | hk_heap_caches_load(h);
+#ifndef HK_HARDENED
+    m |= h->room_sent;
+#endif
+    for (; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         hk_room_reset(h, c);
         hk_heap_uncache(h, c);
     }
