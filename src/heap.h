@@ -321,6 +321,7 @@ struct hk_heap {
     uint64_t xpend_mask; /* classes with blocks in xpend[] below */
     uint64_t room_sent;  /* classes whose cache sent blocks home since their last refill */
     uint32_t room_grown; /* bytes all rooms have grown by, at most HK_ROOM_GROWN_MAX */
+    uint64_t room_set;   /* classes whose room has been set (heap.c, hk_rooms_used) */
     /* Frees that rooms running out may still take before hk_heap_cache_full looks at the
      * clock, and what each class's room last put on free's counter. */
     intptr_t beat_left;
