@@ -55,6 +55,10 @@ static void *hk_xfer_next(void *b, unsigned c) {
 
 /* One thread at a time looks for idle lists; another that finds it busy skips its look. */
 static pthread_mutex_t hk_xfer_check = PTHREAD_MUTEX_INITIALIZER;
+/* When the last look began. Every thread's tick calls for one, and a look reads and writes
+ * every list's line, which other threads' puts and takes write too: 16 threads each looked
+ * every 10 ms, and every new thread at its first refill (about 1,000 instructions). */
+static _Atomic uint64_t hk_xfer_looked;
 
 static struct hk_lock *hk_xfer_lock(unsigned c) { return &hk_xfer_locks[c % HK_LOCK_STRIPES]; }
 
@@ -119,8 +123,14 @@ static void *hk_xfer_detach(unsigned i) {
 
 void *hk_xfer_take_idle(uint64_t now, int all) {
     void *out = NULL;
-    if (all) pthread_mutex_lock(&hk_xfer_check);
-    else if (pthread_mutex_trylock(&hk_xfer_check) != 0) return NULL;
+    if (all) {
+        pthread_mutex_lock(&hk_xfer_check);
+    } else {
+        if (now - atomic_load_explicit(&hk_xfer_looked, memory_order_relaxed) < HK_XFER_LOOK_MS ||
+            pthread_mutex_trylock(&hk_xfer_check) != 0)
+            return NULL;
+        atomic_store_explicit(&hk_xfer_looked, now, memory_order_relaxed);
+    }
     for (unsigned i = 0; i < HK_NXFER; i++) {
         unsigned c = HK_XFER_FIRST + i;
         /* Both counts in one number: a change of either is all a look needs to see. */

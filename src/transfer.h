@@ -35,6 +35,7 @@
 #define HK_XFER_BYTES ((size_t)4 << 20)
 #define HK_XFER_SMALL_BYTES ((size_t)1 << 20)
 #define HK_XFER_IDLE_MS 20              /* a list no refill took from for this long goes home */
+#define HK_XFER_LOOK_MS 5               /* the lists are looked at this often at most */
 
 /* Offers the n blocks of class c (HK_XFER_FIRST or above) linked from head to tail (block.h)
  * and marked free: 1 if they joined the list, 0 if it has no room for them. */
@@ -44,7 +45,8 @@ int hk_xfer_put(unsigned c, void *head, void *tail, uint32_t n) HK_INTERNAL;
 void *hk_xfer_take(unsigned c, uint32_t max) HK_INTERNAL;
 /* The blocks of every list that has held blocks and seen no take for HK_XFER_IDLE_MS, as
  * far as the calls to this at times now tell (all of them with all set), linked (block.h),
- * for the caller to send home; NULL if none (or if another thread is looking). */
+ * for the caller to send home; NULL if none, if another thread is looking, or (but with all
+ * set) if a look was made less than HK_XFER_LOOK_MS ago. */
 void *hk_xfer_take_idle(uint64_t now, int all) HK_INTERNAL;
 
 /* Adds the lists' lock acquisitions, and those that waited, to the counts. */

@@ -757,7 +757,8 @@ TEST(a_thread_keeps_no_big_mid_blocks_of_other_threads) {
 }
 
 /* A transfer list that no refill takes from goes home whole after HK_XFER_IDLE_MS, as the
- * looks at it (each thread's tick) measure; one that refills take from stays. */
+ * looks at it (each thread's tick, HK_XFER_LOOK_MS apart at least) measure; one that refills
+ * take from stays. */
 TEST(an_idle_transfer_list_goes_home) {
     void *b[3];
     for (int i = 0; i < 3; i++) b[i] = hak_malloc(48 * 1024); /* a refill takes from the list */
@@ -766,12 +767,17 @@ TEST(an_idle_transfer_list_goes_home) {
         hk_mark_free(b[i]);
         CHECK(hk_xfer_put(c, b[i], b[i], 1));
     }
+    _Static_assert(HK_XFER_LOOK_MS > 2 && HK_XFER_IDLE_MS > HK_XFER_LOOK_MS + 2, "the times");
     uint64_t t0 = hk_now_ms() + 1000; /* after any look the process has made */
     CHECK(hk_xfer_take_idle(t0, 0) == NULL); /* the first look: idle from now on */
     CHECK(hk_xfer_take_idle(t0 + HK_XFER_IDLE_MS - 1, 0) == NULL);
     CHECK(hk_xfer_take(c, 1) == b[2]);
-    CHECK(hk_xfer_take_idle(t0 + HK_XFER_IDLE_MS + 1, 0) == NULL); /* taken from since */
-    void *l = hk_xfer_take_idle(t0 + 2 * HK_XFER_IDLE_MS + 2, 0);
+    /* Too soon after the last look: none made, so the take is not seen yet ... */
+    CHECK(hk_xfer_take_idle(t0 + HK_XFER_IDLE_MS + 1, 0) == NULL);
+    /* ... and this look sees it: taken from since the last look (had the one before looked,
+     * the list would be idle for HK_XFER_IDLE_MS + 1 here). */
+    CHECK(hk_xfer_take_idle(t0 + 2 * HK_XFER_IDLE_MS + 2, 0) == NULL);
+    void *l = hk_xfer_take_idle(t0 + 3 * HK_XFER_IDLE_MS + 3, 0);
     int n = 0, found = 0;
     for (void *x = l; x; x = hk_link_get(x)) n++, found += x == b[0] || x == b[1];
     CHECKF(n == 2 && found == 2, "%d blocks came home, %d of them the list's", n, found);
