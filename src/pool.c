@@ -568,12 +568,13 @@ again:
  * and (without cgroup pressure) what brings the ACTIVE bytes back to their recent peak, with
  * the slots that were free at that peak (hk_peak_slots): a program working in waves finds the
  * last wave's memory resident, whichever slots the next wave's spans fall on, and a burst that
- * is over goes back when idle for the purge delay. */
-static size_t hk_pool_budget(void) {
+ * is over goes back when idle for the purge delay. fslots: the slots the fronts hold, as the
+ * caller read them (hk_front_slots: a line per stripe, which a release read twice). */
+static size_t hk_pool_budget(size_t fslots) {
     size_t budget = atomic_load_explicit(&hk_pol.pool_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
     unsigned share = atomic_load_explicit(&hk_pol.pool_share, memory_order_relaxed);
-    size_t active = (hk_nactive_slots - hk_front_slots()) * HK_SLAB_SIZE;
+    size_t active = (hk_nactive_slots - fslots) * HK_SLAB_SIZE;
     size_t drawn = hk_drawn.max;
     if (share && active * share > budget) budget = active * share;
     if (share >= HK_POOL_SHARE) {
@@ -598,9 +599,9 @@ static size_t hk_cache_max(size_t budget) {
  * to that, the next tick (within 10 ms) trims to the budget, by when reuse in the same window
  * has had a chance to raise it. */
 static int hk_pool_over(void) {
-    size_t budget = hk_pool_budget();
+    size_t fslots = hk_front_slots(), budget = hk_pool_budget(fslots);
     budget += budget / 4;
-    return hk_empty_bytes + (hk_front_slots() << HK_SLAB_SHIFT) > budget ||
+    return hk_empty_bytes + (fslots << HK_SLAB_SHIFT) > budget ||
            hk_ncache > hk_cache_max(budget);
 }
 
@@ -674,7 +675,7 @@ static void hk_front_decay(uint64_t now, int force) {
     if (slots == 0) return;
     uint64_t delay = hk_pol_purge_delay();
     hk_pool_lock();
-    int over = hk_empty_bytes + (slots << HK_SLAB_SHIFT) > hk_pool_budget();
+    int over = hk_empty_bytes + (slots << HK_SLAB_SHIFT) > hk_pool_budget(slots);
     hk_pool_unlock();
     uint64_t older = force || over ? 0 : now > delay ? now - delay + 1 : 1;
     struct hk_slab *l = NULL;
@@ -706,7 +707,7 @@ static size_t hk_pool_decay_in(uint64_t now, int force, int cache_only) {
         unsigned np = 0, nu = 0;
         hk_pool_lock();
         uint64_t delay = hk_pol_purge_delay(), udelay = hk_pol_unmap_delay();
-        size_t budget = hk_pool_budget(), ncache_max = hk_cache_max(budget);
+        size_t budget = hk_pool_budget(hk_front_slots()), ncache_max = hk_cache_max(budget);
         /* Cached SuperSlabs first: unmapping one also drops its EMPTY slabs, with no madvise. */
         struct hk_superslab *ss = hk_cache_tail;
         while (ss && nu < HK_DECAY_BATCH) {
