@@ -110,11 +110,11 @@ static inline uintptr_t hk_room_used(const struct hk_heap *h, unsigned c) {
  * thread's rooms beat (heap.h), the rest put aside with what malloc takes (taken[c]), for
  * hk_room_make_up. */
 static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
+    HK_ASSERT(c < HK_NCLASS);
     uintptr_t now = r > HK_ROOM_BEAT && h->beat_since ? HK_ROOM_BEAT : r;
     h->fused += hk_room_used(h, c); /* for hk_heap_choose_free */
     h->room[c] = (intptr_t)now;
     h->room_given[c] = (uint16_t)now;
-    HK_ASSERT(c < HK_NCLASS);
     h->room_set |= (uint64_t)1 << c;
     h->taken[c] = r - now;
 }
