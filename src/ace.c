@@ -24,7 +24,7 @@ static struct {
     struct hk_pool_demand last;
     uint64_t last_large_refault;
     size_t pool_drawn[HK_ACE_HISTORY], large_drawn[HK_ACE_HISTORY]; /* drawdowns */
-    size_t large_peak[HK_ACE_HISTORY], pool_peak[HK_ACE_HISTORY];
+    size_t large_peak[HK_ACE_HISTORY], pool_peak[HK_ACE_HISTORY], large_foot[HK_ACE_HISTORY];
     unsigned hist;
     uint16_t quiet[HK_NCLASS];
     unsigned calm;
@@ -136,11 +136,13 @@ void hk_ace_update(uint64_t now) {
     hk_ace.pool_drawn[h] = pd.drawn_bytes;
     hk_ace.large_drawn[h] = ld.drawn_bytes;
     hk_ace.large_peak[h] = ld.peak_live_bytes;
+    hk_ace.large_foot[h] = ld.peak_foot_bytes;
     hk_ace.pool_peak[h] = pd.peak_bytes;
     size_t pool_budget = hk_max_of(hk_ace.pool_drawn, HK_ACE_HISTORY);
     size_t large_budget = hk_max_of(hk_ace.large_drawn, HK_ACE_HISTORY);
     size_t pool_peak = hk_max_of(hk_ace.pool_peak, HK_ACE_HISTORY);
     size_t large_peak = hk_max_of(hk_ace.large_peak, HK_ACE_HISTORY);
+    size_t large_foot = hk_max_of(hk_ace.large_foot, HK_ACE_HISTORY);
     size_t large_share = large_peak;
     /* Where the program has lately taken back more free large memory than the floor, a
      * quarter more: the blocks of a wave fall on other extents than the last wave's, and the
@@ -209,7 +211,7 @@ void hk_ace_update(uint64_t now) {
     atomic_store_explicit(&hk_pol.ss_cache, ss_cache, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.pool_share, share, memory_order_relaxed);
     atomic_store_explicit(&hk_pol.pool_peak, pool_peak, memory_order_relaxed);
-    atomic_store_explicit(&hk_pol.large_peak, hk_ace.pressure ? 0 : large_peak,
+    atomic_store_explicit(&hk_pol.large_peak, hk_ace.pressure ? 0 : large_foot,
                           memory_order_relaxed);
     atomic_store_explicit(&hk_pol.large_cap, large_cap, memory_order_relaxed);
 }

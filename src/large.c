@@ -76,6 +76,10 @@ struct hk_arena {
     _Atomic size_t live_bytes;  /* written under the lock, read by anyone (hk_get) */
     _Atomic size_t mapped_bytes; /* likewise (hk_large_decay sums them) */
     _Atomic size_t live_peak;  /* likewise */
+    /* Likewise: the most live and dirty free bytes together as a block was cut, since the
+     * last window began (from the live bytes alone). Free memory between live blocks at a
+     * peak was part of what the peak needed: the next wave's blocks may fall on it. */
+    _Atomic size_t foot_peak;
     uint64_t hits, misses, refault_bytes, purged_bytes;
     uint64_t in_place, copied, mremaps, gathers, gathered_bytes, steals;
     struct hk_drawdown drawn;  /* of the dirty free bytes (drawdown.h) */
@@ -227,6 +231,8 @@ static inline void hk_live_grew(struct hk_arena *a, size_t n) {
     size_t live = hk_get(&a->live_bytes) + n;
     hk_set(&a->live_bytes, live);
     if (live > hk_get(&a->live_peak)) hk_set(&a->live_peak, live);
+    size_t foot = live + hk_get(&a->free_dirty);
+    if (foot > hk_get(&a->foot_peak)) hk_set(&a->foot_peak, foot);
 }
 
 static inline int hk_age_of(const struct hk_ext *e) {
@@ -804,9 +810,9 @@ static size_t hk_sum(size_t off) {
 
 /* Dirty bytes the arenas keep together regardless of age: the policy's budget, or with ACE
  * the peak of live bytes in this window (what the program has just shown it uses) and, without
- * cgroup pressure, the recent peak less the live bytes now, up to the cap. Kept by all arenas
- * together, so that memory split among them costs no more than one
- * page heap would keep. */
+ * cgroup pressure, the recent peak of the footprint (live and dirty free bytes as a block was
+ * cut, foot_peak) less the live bytes now, up to the cap. Kept by all arenas together, so that
+ * memory split among them costs no more than one page heap would keep. */
 static size_t hk_large_budget(void) {
     size_t budget = atomic_load_explicit(&hk_pol.large_budget, memory_order_relaxed);
     if (!atomic_load_explicit(&hk_pol.demand, memory_order_relaxed)) return budget;
@@ -820,7 +826,8 @@ static size_t hk_large_budget(void) {
      * as fast). Memory freed and not reused no longer costs a program the peak it did before
      * the page heap: the small objects that follow are cut from it (bench/phases). */
     size_t recent = atomic_load_explicit(&hk_pol.large_peak, memory_order_relaxed);
-    if (recent < peak) recent = peak;
+    size_t foot = hk_sum(offsetof(struct hk_arena, foot_peak));
+    if (recent < foot) recent = foot;
     size_t live = hk_sum(offsetof(struct hk_arena, live_bytes));
     if (recent > live && recent - live > peak) peak = recent - live;
     if (peak > cap) peak = cap;
@@ -1342,7 +1349,9 @@ void hk_large_demand(struct hk_large_demand *out) {
         hk_lock(&a->lock);
         out->refault_bytes += a->refault_bytes;
         out->peak_live_bytes += hk_get(&a->live_peak);
+        out->peak_foot_bytes += hk_get(&a->foot_peak);
         hk_set(&a->live_peak, hk_get(&a->live_bytes));
+        hk_set(&a->foot_peak, hk_get(&a->live_bytes));
         out->drawn_bytes += hk_drawdown_read(&a->drawn);
         hk_unlock(&a->lock);
     }

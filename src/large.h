@@ -91,6 +91,8 @@ size_t hk_large_decay(uint64_t now, int force) HK_INTERNAL;
 struct hk_large_demand {
     uint64_t refault_bytes; /* bytes served from extents released not long before */
     size_t peak_live_bytes; /* highest live bytes since the last call */
+    size_t peak_foot_bytes; /* the most live and dirty free bytes together as a block was
+                             * cut since the last call (the live bytes, if none was) */
     size_t drawn_bytes;     /* the deepest drawdown of the dirty free bytes by reuse since the
                              * last call: how much resident free memory was taken back */
 };

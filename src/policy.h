@@ -30,11 +30,14 @@ struct hk_policy {
      * the EMPTY bytes taken again since the window began, and up to pool_peak (or the peak
      * since the window began) less its ACTIVE bytes (and as many free SuperSlabs as that
      * makes); the large tier up to the peak of its live bytes since then, and up to
-     * large_peak (or that peak) less its live bytes, at most large_cap. 0 without ACE. */
+     * large_peak (or the peak of its footprint since then) less its live bytes, at most
+     * large_cap. 0 without ACE. */
     _Atomic int demand;
     _Atomic unsigned pool_share;          /* HK_POOL_SHARE; less near a cgroup limit */
     _Atomic size_t pool_peak;             /* the most ACTIVE bytes in ACE's last 32 windows */
-    _Atomic size_t large_peak;            /* the most live large bytes in them (0: pressure) */
+    _Atomic size_t large_peak;            /* the large tier's largest footprint in them: live
+                                           * and dirty free bytes as a block was cut (0:
+                                           * pressure) */
     _Atomic size_t large_cap;             /* HAKMEM_LARGE_CACHE_MB, or less under pressure */
     _Atomic unsigned ss_cache;            /* fully free SuperSlabs kept mapped */
 };
