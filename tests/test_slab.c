@@ -368,20 +368,96 @@ static void *st_next(void *arg) {
  * returns before the kernel has finished the thread's exit, and on a loaded machine it can
  * take milliseconds more: a test that started the next threads at once saw, once in CI, all
  * 256 of them run while the first thread was still exiting. So the test waits (10 s at
- * most) until the first thread's id is gone; the next threads then take records in turn, and
- * one of them takes its record once the free records before it are used. */
-TEST(a_grown_table_stays_with_its_record) {
-    CHECK(in_new_thread(st_first));
-    for (int ms = 0; syscall(SYS_tgkill, getpid(), st_first_tid, 0) == 0 && ms < 10000; ms++)
+ * most) until the first thread's id is gone. */
+static void st_wait_gone(pid_t tid) {
+    for (int ms = 0; syscall(SYS_tgkill, getpid(), tid, 0) == 0 && ms < 10000; ms++)
         usleep(1000);
+}
+
+/* The next threads take records in turn, and one of them takes the first thread's record once
+ * the free records before it are used: runs fn (1 or 0 if its thread took that record, 2 if
+ * another) in up to 256 threads, one at a time, until one returns 0 or 1; 2 if none did. */
+static uintptr_t st_until_taken(void *(*fn)(void *)) {
     uintptr_t r = 2;
     for (int i = 0; i < 256 && r == 2; i++) {
         pthread_t t;
         void *v = NULL;
-        CHECK(pthread_create(&t, NULL, st_next, NULL) == 0 && pthread_join(t, &v) == 0);
+        if (pthread_create(&t, NULL, fn, NULL) != 0 || pthread_join(t, &v) != 0) return 0;
         r = (uintptr_t)v;
     }
+    return r;
+}
+
+TEST(a_grown_table_stays_with_its_record) {
+    CHECK(in_new_thread(st_first));
+    st_wait_gone(st_first_tid);
+    uintptr_t r = st_until_taken(st_next);
     CHECKF(r == 1, "%s", r == 2 ? "no thread took the record" : "the spare table was not used");
+}
+
+/* A table that a record keeps is cleared before the next thread grows into it. The thread
+ * before left the entries of the slabs it held when it exited, and those slabs have gone on:
+ * here its parked heap is given up (hak_trim), its blocks are freed, and its slabs go to the
+ * pool. Right after the next thread's table grows into the spare, every entry that holds
+ * something is that of a small slab the thread owns, as hk_owned_put wrote it. */
+static void *sc_block[ST_BLOCKS];
+static struct hk_owned *sc_spare;
+static pid_t sc_first_tid;
+
+static void *sc_first(void *arg) {
+    (void)arg;
+    sc_first_tid = (pid_t)syscall(SYS_gettid);
+    int ok = 1;
+    for (int i = 0; i < ST_BLOCKS; i++) ok &= (sc_block[i] = hak_malloc(32768)) != NULL;
+    sc_spare = hk_tls.heap->otab;
+    return (void *)(uintptr_t)(ok && hk_heap_table_size() > HK_OWNED); /* exits holding them */
+}
+
+static int sc_table_clean(const struct hk_heap *h) {
+    size_t n = hk_heap_table_size(), bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct hk_owned *e = &h->otab[i];
+        const struct hk_slab *s = h->oslab[i];
+        if (!s && !e->lim) continue;
+        /* A slab's metadata lies in its SuperSlab, which a stale entry's may have left. */
+        if (s && hk_is_superslab((uintptr_t)s) &&
+            atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner &&
+            s->cls < HK_NSMALL && e->base == (uintptr_t)hk_slab_base(s) &&
+            e->lim == s->lim * e->mul)
+            continue;
+        bad++;
+    }
+    if (bad) fprintf(stderr, "  %zu of %zu entries hold slabs the thread does not\n", bad, n);
+    return bad == 0;
+}
+
+/* 1 if the thread took the first thread's record and grew into a clean table, 2 if it took
+ * another record, 0 on failure. */
+static void *sc_next(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(32);
+    const struct hk_heap *h = hk_tls.heap;
+    uintptr_t r = 2;
+    if (h->ospare == sc_spare) {
+        static void *b[ST_BLOCKS];
+        int k = 0;
+        while (k < ST_BLOCKS && hk_heap_table_size() <= HK_OWNED) b[k++] = hak_malloc(32768);
+        r = h->otab == sc_spare && sc_table_clean(h);
+        if (h->otab != sc_spare) fprintf(stderr, "  the spare table was not used\n");
+        for (int i = 0; i < k; i++) hak_free(b[i]);
+    }
+    hak_free(p);
+    return (void *)r;
+}
+
+TEST(a_table_used_again_holds_none_of_the_last_threads_slabs) {
+    CHECK(in_new_thread(sc_first));
+    st_wait_gone(sc_first_tid);
+    hak_trim(); /* gives the parked heap up: its slabs become orphans */
+    for (int i = 0; i < ST_BLOCKS; i++) hak_free(sc_block[i]);
+    hak_trim();
+    uintptr_t r = st_until_taken(sc_next);
+    CHECKF(r == 1, "%s", r == 2 ? "no thread took the record" : "the table was not clean");
 }
 
 /* What every thread pays however little it allocates: a thread that allocated one block has
@@ -1030,6 +1106,7 @@ int main(void) {
 #endif
     RUN(a_thread_of_one_block_holds_three_pages_of_heap_record);
     RUN(a_grown_table_stays_with_its_record);
+    RUN(a_table_used_again_holds_none_of_the_last_threads_slabs);
     RUN(own_frees_are_the_next_blocks);
     RUN(a_cache_grows_by_its_room_at_most);
 #ifndef HK_HARDENED
