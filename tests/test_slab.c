@@ -479,6 +479,38 @@ TEST(a_thread_of_one_block_holds_three_pages_of_heap_record) {
     CHECK(in_new_thread(one_block));
 }
 
+/* Threads that start together and find no record to take get new ones from mappings of
+ * several records each: 64 threads alive at once cost far fewer than 64 mappings. */
+enum { RB_THREADS = 64 };
+static pthread_barrier_t rb_barrier;
+
+static void *rb_thread(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(16);
+    pthread_barrier_wait(&rb_barrier); /* every thread holds its record now */
+    hak_free(p);
+    return (void *)(uintptr_t)(p != NULL);
+}
+
+TEST(threads_started_together_map_their_records_together) {
+    pthread_t t[RB_THREADS];
+    struct hak_stats a, b;
+    CHECK(pthread_barrier_init(&rb_barrier, NULL, RB_THREADS) == 0);
+    hak_stats_get(&a);
+    int ok = 1;
+    for (int i = 0; i < RB_THREADS; i++) ok &= pthread_create(&t[i], NULL, rb_thread, NULL) == 0;
+    CHECK(ok);
+    for (int i = 0; i < RB_THREADS; i++) {
+        void *v = NULL;
+        ok &= pthread_join(t[i], &v) == 0 && v == (void *)1;
+    }
+    hak_stats_get(&b);
+    pthread_barrier_destroy(&rb_barrier);
+    CHECK(ok);
+    CHECKF(b.os_mmap - a.os_mmap < RB_THREADS / 4, "%zu mappings for %d threads",
+           b.os_mmap - a.os_mmap, RB_THREADS);
+}
+
 /* Frees of the thread's own blocks go into its cache whichever of its slabs they are of: the
  * next mallocs of the class hand them out, last freed first, and their slab counts them as
  * live meanwhile. (The hardened build's cache holds the current slab's blocks only.) */
@@ -1107,6 +1139,7 @@ int main(void) {
     RUN(a_thread_of_one_block_holds_three_pages_of_heap_record);
     RUN(a_grown_table_stays_with_its_record);
     RUN(a_table_used_again_holds_none_of_the_last_threads_slabs);
+    RUN(threads_started_together_map_their_records_together);
     RUN(own_frees_are_the_next_blocks);
     RUN(a_cache_grows_by_its_room_at_most);
 #ifndef HK_HARDENED
