@@ -313,7 +313,6 @@ static void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
     }
 }
 
-
 /* Free's view of the owned-slab table: the table, or, while the thread frees by slab metadata
  * (heap.h, "Two ways to free"), an entry that admits nothing. */
 static void hk_free_view(struct hk_heap *h) {
