@@ -1161,6 +1161,14 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     if (b) hk_heap_cache_send(h, c, &b, UINT32_MAX);
 }
 
+/* The classes whose cache may hold blocks: those the thread refilled (allocated) or holds
+ * slabs of (slabbed). Frees push into a cache for the table's slabs and, stashed, while the
+ * class has a current slab; every other way in is a refill. Walking these by bit, not all 64
+ * classes, saved a new thread's first tick 320 instructions and its exit 300 (crowd). */
+static inline uint64_t hk_heap_cache_classes(const struct hk_heap *h) {
+    return h->allocated | h->slabbed;
+}
+
 /* Loads every block of every class's cache, the classes' lists a step each in turn, so that
  * the walks that send them home find them in this core's cache. A cache a refill filled
  * with a slab's whole free list holds blocks other threads freed long ago, and a walk of one
@@ -1172,11 +1180,13 @@ static uint64_t hk_heap_caches_load(struct hk_heap *h) {
     void *at[HK_NCLASS];
     unsigned n = 0;
     uint64_t held = 0;
-    for (unsigned c = 0; c < HK_NCLASS; c++)
+    for (uint64_t m = hk_heap_cache_classes(h); m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         if (h->free[c]) {
             at[n++] = h->free[c];
             held |= (uint64_t)1 << c;
         }
+    }
     /* At most 8,192 blocks a list (a slab's whole free list is 4,096 at most): one that a
      * write to a freed block made into a loop must not hold the thread here; the walk after
      * this one goes on as it did before the loads. */
@@ -1529,10 +1539,12 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
      * slab unchanged: hk_heap_quiet_classes above dates any change now; or without a current
      * slab) gives back the blocks of other slabs its cache may hold, so that their slabs can
      * empty. A busy class keeps its cache, which the room bounds. */
-    for (unsigned c = 0; c < HK_NCLASS; c++)
+    for (uint64_t m = hk_heap_cache_classes(h); m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
         if (h->free[c] && !(h->refilled >> c & 1) &&
             (!hk_heap_cur(h, c) || h->quiet_since[c] != now))
             hk_heap_uncache(h, c);
+    }
     h->refilled = 0;
 #ifndef HK_HARDENED
     hk_heap_xfer_home(h, hk_xfer_take_idle(now, 0));
