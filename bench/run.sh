@@ -103,6 +103,7 @@ BENCH_DEFS=(
     "phases|0|3 20 80 42|5 20 80 42"
     "teardown|0|500000 4 16 128 random 42|2000000 5 16 128 random 42"
     "teardown_handoff:teardown|0|500000 4 16 128 random 42 1|2000000 5 16 128 random 42 1"
+    "teardown_pool:teardown|0|500000 4 16 128 random 42 8|2000000 5 16 128 random 42 8"
 )
 def_name() { local n=${1%%|*}; echo "${n%%:*}"; }   # the entry's name
 def_prog() { local n=${1%%|*}; echo "${n#*:}"; }    # the program it runs

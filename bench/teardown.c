@@ -15,7 +15,10 @@
  * are allocated by a new thread, which exits before the main thread frees
  * them (a worker's result taken apart by another: every free is of a slab
  * whose owner is gone, and the next round's thread wants the memory back at
- * once).  Reports mallocs plus frees per second over both phases (the
+ * once).  With HANDOFF W above 1, W workers build a W-th of the blocks each,
+ * at once, and all exit before the main thread frees them: in random order,
+ * its frees go to the W exited threads' slabs by turns (a parallel phase's
+ * results, or a thread pool's, taken apart at the end).  Reports mallocs plus frees per second over both phases (the
  * shuffle and the thread's start are not timed), and the nanoseconds of a
  * malloc and of a free.
  */
@@ -48,7 +51,7 @@ int main(int argc, char **argv)
 {
     bench_init(argc, argv, "teardown",
                "[N=1000000] [ROUNDS=10] [MIN=16] [MAX=128] [ORDER=random|fifo|lifo] [SEED=42] "
-               "[HANDOFF=0|1]",
+               "[HANDOFF=0..64]",
                7);
     uint64_t n = arg_u64(argc, argv, 1, "N", 1000000, 1, 1ULL << 32);
     uint64_t rounds = arg_u64(argc, argv, 2, "ROUNDS", 10, 1, 1ULL << 32);
@@ -56,7 +59,7 @@ int main(int argc, char **argv)
     uint64_t max = arg_u64(argc, argv, 4, "MAX", 128, 1, 1ULL << 30);
     const char *order = argc > 5 ? argv[5] : "random";
     uint64_t seed = arg_u64(argc, argv, 6, "SEED", 42, 0, UINT64_MAX);
-    uint64_t handoff = arg_u64(argc, argv, 7, "HANDOFF", 0, 0, 1);
+    uint64_t handoff = arg_u64(argc, argv, 7, "HANDOFF", 0, 0, 64);
     check_min_max("MIN", min, "MAX", max);
     int shuffle = strcmp(order, "random") == 0, lifo = strcmp(order, "lifo") == 0;
     if (!shuffle && !lifo && strcmp(order, "fifo") != 0)
@@ -73,10 +76,25 @@ int main(int argc, char **argv)
     uint64_t check = 0;
     for (uint64_t round = 0; round < rounds; round++) {
         struct build b = {block, n, min, max, round, &r, 0};
-        if (handoff) {
+        if (handoff == 1) {
             pthread_t t;
             xpthread_create(&t, build_blocks, &b);
             xpthread_join_all(&t, 1);
+        } else if (handoff > 1) {
+            /* Worker w builds blocks [n*w/W, n*(w+1)/W) with a generator of its own; the
+             * round's time is the slowest worker's. */
+            struct build wb[64];
+            rng_t wr[64];
+            pthread_t wt[64];
+            for (uint64_t w = 0; w < handoff; w++) {
+                uint64_t lo = n * w / handoff, hi = n * (w + 1) / handoff;
+                rng_seed(&wr[w], seed, 2 + round * 64 + w);
+                wb[w] = (struct build){block + lo, hi - lo, min, max, round, &wr[w], 0};
+                xpthread_create(&wt[w], build_blocks, &wb[w]);
+            }
+            xpthread_join_all(wt, (size_t)handoff);
+            for (uint64_t w = 0; w < handoff; w++)
+                if (wb[w].seconds > b.seconds) b.seconds = wb[w].seconds;
         } else {
             build_blocks(&b);
         }
