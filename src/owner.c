@@ -92,6 +92,7 @@ void hk_owner_park(struct hk_owner *o, uint64_t now) {
     o->parked_at = now;
     atomic_store_explicit(&o->parked_pushes, 0, memory_order_relaxed);
     atomic_store_explicit(&o->parked_kib, 0, memory_order_relaxed);
+    atomic_store_explicit(&o->parked_by, 0, memory_order_relaxed);
     hk_mutex_take(&hk_owner_mutex);
     o->prev_parked = NULL;
     o->next_parked = hk_owner_parked_head;

@@ -29,6 +29,12 @@ struct hk_slab;
 #define HK_INBOX_CLOSED ((void *)1)
 #define HK_LANES 4
 
+/* A record's 32-bit tag (hk_owner.parked_by), never 0 or HK_TAG_MANY. Two records share one
+ * only where their addresses lie a multiple of 128 GiB apart; the worst that comes of it is a
+ * heap taken in by a thread that was not alone in freeing into it, which is correct too. */
+#define HK_TAG_MANY 1u
+#define hk_owner_tag(o) ((uint32_t)((uintptr_t)(o) >> 6) | 0x80000000u)
+
 /* What a record holds that most threads never touch: the counts kept under HAKMEM_STATS and
  * the empty slabs a thread keeps, and the slab lists of a parked heap. Apart from the record,
  * in a mapping of their own, so that a thread that owns no slab (most of a thousand threads
@@ -55,6 +61,9 @@ struct hk_owner {
     _Atomic unsigned char parked;
     _Atomic uint32_t parked_pushes; /* blocks other threads brought it while parked */
     _Atomic uint32_t parked_kib;    /* and their KiB, rounded up a push at a time */
+    /* Who brought them: hk_owner_tag of the one thread's record, HK_TAG_MANY once a second
+     * thread did, 0 before any (heap.c, hk_parked_brought). */
+    _Atomic uint32_t parked_by;
     /* One cache line for the above: pushers contend on it. */
     /* A helper that applies an idle owner's inbox (heap.c, "Idle owners") claims the record,
      * then flags the owner's heap; the heap says whether it is busy. */

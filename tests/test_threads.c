@@ -1850,6 +1850,71 @@ TEST(a_thread_that_frees_an_exited_threads_big_blocks_takes_its_heap_in) {
            c.slabs_active_now, a.slabs_active_now);
 }
 
+/* A thread that takes apart what several exited threads left, freeing into their heaps by
+ * turns (a pool's results, freed at the end), takes each heap in: no run of its frees brings
+ * one heap half of what gives it up, but it alone brought them any. Blocks of 16 KiB, so that
+ * each heap is flooded (2 MiB, 128 blocks) long before HK_PARK_MS is out, however slow the
+ * build: with blocks of 2 KiB, a heap parked that long was given up by time under TSan. */
+enum { TB_THREADS = 4, TB_N = 160, TB_SIZE = 16384 };
+static void *tb_blocks[TB_THREADS][TB_N];
+static struct hak_stats tb_after_frees;
+static int tb_tags_ok;
+static pthread_barrier_t tb_started, tb_exited;
+
+static void *tb_alloc_exit(void *arg) {
+    void **b = arg;
+    b[0] = hak_malloc(TB_SIZE); /* its heap set up before any of the others exits */
+    pthread_barrier_wait(&tb_started);
+    for (int i = 0; i < TB_N; i++) {
+        if (i) b[i] = hak_malloc(TB_SIZE);
+        memcpy(b[i], &i, sizeof i);
+    }
+    return NULL;
+}
+
+static void *tb_free_all(void *arg) {
+    (void)arg;
+    hak_free(hak_malloc(4000)); /* its heap set up first, with a class of its own */
+    pthread_barrier_wait(&tb_exited);
+    pthread_barrier_wait(&tb_exited);
+    tb_tags_ok = 1;
+    for (int i = 0; i < TB_N; i++)
+        for (int w = 0; w < TB_THREADS; w++) {
+            int tag;
+            memcpy(&tag, tb_blocks[w][i], sizeof tag);
+            if (tag != i) tb_tags_ok = 0;
+            hak_free(tb_blocks[w][i]);
+        }
+    tb_after_frees = stats();
+    return NULL;
+}
+
+TEST(a_thread_that_frees_several_exited_threads_blocks_by_turns_takes_each_heap_in) {
+    hk_heap_give_up_all();
+    hk_heap_trim();
+    pthread_barrier_init(&tb_started, NULL, TB_THREADS);
+    pthread_barrier_init(&tb_exited, NULL, 2);
+    pthread_t f, t[TB_THREADS];
+    pthread_create(&f, NULL, tb_free_all, NULL);
+    pthread_barrier_wait(&tb_exited);
+    struct hak_stats a = stats();
+    for (int w = 0; w < TB_THREADS; w++) pthread_create(&t[w], NULL, tb_alloc_exit, tb_blocks[w]);
+    for (int w = 0; w < TB_THREADS; w++) pthread_join(t[w], NULL);
+    pthread_barrier_wait(&tb_exited);
+    pthread_join(f, NULL);
+    pthread_barrier_destroy(&tb_started);
+    pthread_barrier_destroy(&tb_exited);
+    CHECK(tb_tags_ok);
+    struct hak_stats c = tb_after_frees;
+    CHECKF(c.heaps_taken_over == a.heaps_taken_over, "%zu heaps taken over",
+           c.heaps_taken_over - a.heaps_taken_over);
+    CHECKF(c.heaps_taken_in == a.heaps_taken_in + TB_THREADS && c.heaps_given_up == a.heaps_given_up,
+           "%zu heaps taken in, %zu given up", c.heaps_taken_in - a.heaps_taken_in,
+           c.heaps_given_up - a.heaps_given_up);
+    CHECKF(c.slabs_active_now <= a.slabs_active_now + 8, "active slabs %zu, before %zu",
+           c.slabs_active_now, a.slabs_active_now);
+}
+
 static void *alloc_half_free_exit(void *arg) {
     (void)arg;
     for (int i = 0; i < NB; i++) blocks[i] = hak_malloc(176);
@@ -2455,6 +2520,7 @@ int main(void) {
     RUN(a_heap_nobody_takes_is_given_up_and_loses_nothing);
     RUN(a_thread_that_frees_an_exited_threads_blocks_takes_its_heap_in);
     RUN(a_thread_that_frees_an_exited_threads_big_blocks_takes_its_heap_in);
+    RUN(a_thread_that_frees_several_exited_threads_blocks_by_turns_takes_each_heap_in);
     RUN(a_thread_that_first_frees_a_parked_heaps_block_takes_that_heap_over);
     RUN(a_new_thread_takes_over_the_oldest_parked_heap);
     RUN(thread_churn_keeps_memory_flat);
