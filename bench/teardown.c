@@ -18,9 +18,9 @@
  * once).  With HANDOFF W above 1, W workers build a W-th of the blocks each,
  * at once, and all exit before the main thread frees them: in random order,
  * its frees go to the W exited threads' slabs by turns (a parallel phase's
- * results, or a thread pool's, taken apart at the end).  Reports mallocs plus frees per second over both phases (the
- * shuffle and the thread's start are not timed), and the nanoseconds of a
- * malloc and of a free.
+ * results, or a thread pool's, taken apart at the end).  Reports mallocs plus
+ * frees per second over both phases (the shuffle and the threads' start are
+ * not timed), and the nanoseconds of a malloc and of a free.
  */
 #include "common.h"
 

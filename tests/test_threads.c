@@ -1908,7 +1908,8 @@ TEST(a_thread_that_frees_several_exited_threads_blocks_by_turns_takes_each_heap_
     struct hak_stats c = tb_after_frees;
     CHECKF(c.heaps_taken_over == a.heaps_taken_over, "%zu heaps taken over",
            c.heaps_taken_over - a.heaps_taken_over);
-    CHECKF(c.heaps_taken_in == a.heaps_taken_in + TB_THREADS && c.heaps_given_up == a.heaps_given_up,
+    CHECKF(c.heaps_taken_in == a.heaps_taken_in + TB_THREADS &&
+               c.heaps_given_up == a.heaps_given_up,
            "%zu heaps taken in, %zu given up", c.heaps_taken_in - a.heaps_taken_in,
            c.heaps_given_up - a.heaps_given_up);
     CHECKF(c.slabs_active_now <= a.slabs_active_now + 8, "active slabs %zu, before %zu",
