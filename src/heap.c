@@ -1465,6 +1465,7 @@ static void hk_parked_brought(struct hk_heap *h, struct hk_owner *o, uint32_t n,
     if (h->park_to != o) h->park_to = o, h->park_mine = h->park_mine_kib = 0;
     h->park_mine += n;
     h->park_mine_kib += kib;
+    /* The first pusher claims the record; any other (or one without a record) makes it many. */
     uint32_t me = h->owner ? hk_owner_tag(h->owner) : HK_TAG_MANY;
     uint32_t by = atomic_load_explicit(&o->parked_by, memory_order_relaxed);
     if (by != me && by != HK_TAG_MANY &&

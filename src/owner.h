@@ -29,11 +29,8 @@ struct hk_slab;
 #define HK_INBOX_CLOSED ((void *)1)
 #define HK_LANES 4
 
-/* A record's 32-bit tag (hk_owner.parked_by), never 0 or HK_TAG_MANY. Two records share one
- * only where their addresses lie a multiple of 128 GiB apart; the worst that comes of it is a
- * heap taken in by a thread that was not alone in freeing into it, which is correct too. */
+/* hk_owner.parked_by once blocks came from more than one thread (hk_owner_tag). */
 #define HK_TAG_MANY 1u
-#define hk_owner_tag(o) ((uint32_t)((uintptr_t)(o) >> 6) | 0x80000000u)
 
 /* What a record holds that most threads never touch: the counts kept under HAKMEM_STATS and
  * the empty slabs a thread keeps, and the slab lists of a parked heap. Apart from the record,
@@ -90,6 +87,13 @@ struct hk_owner {
     uint64_t parked_at;
     struct hk_owner *next_parked, *prev_parked; /* the parked list, newest first */
 } __attribute__((aligned(64)));
+
+/* A record's 32-bit tag (hk_owner.parked_by), never 0 or HK_TAG_MANY. Two records share one
+ * only where their addresses lie a multiple of 128 GiB apart; the worst that comes of it is a
+ * heap taken in by a thread that was not alone in freeing into it, which is correct too. */
+static inline uint32_t hk_owner_tag(const struct hk_owner *o) {
+    return (uint32_t)((uintptr_t)o >> 6) | 0x80000000u;
+}
 
 /* Notes that record o's thread keeps n empty slabs of class c now. */
 static inline void hk_owner_set_retained(struct hk_owner *o, unsigned c, uint32_t n) {
