@@ -2177,8 +2177,9 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
  * counts alone, which helpers leave alone. 1 when p is taken, 2 when it is and the clock is
  * due (the caller looks at it, hk_heap_stash_tick), 3 for that of one of the thread's own
  * slabs; 4, with nothing done, for another live thread's block that the class has no room
- * for, which goes home (hk_heap_free_home); 0, with nothing done, for anything else, or when
- * the class must make up its room or the counters are on: the full path decides then
+ * for or that no cache of the thread takes (a consumer's), which goes home
+ * (hk_heap_free_home); 0, with nothing done, for anything else, or when the class must make
+ * up its room or the counters are on: the full path decides then
  * (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
 static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     const struct hk_slab *s = hk_slot_of((uintptr_t)p);
@@ -2191,15 +2192,15 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     if (c >= HK_NSMALL) return 0;
     HK_ASSERT(hk_slab_of((uintptr_t)p) == s);
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
-    /* Caches may take blocks (take_ok); the thread allocates the class (a consumer's frees go
-     * home); a carved block start, not marked free (else reported as a double free by the
-     * full path); and, below, its cache has room left. Each test is a branch almost never
-     * taken; none depends on whose block it is, which changes from one free to the next
-     * while the thread frees by slab metadata. */
-    if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL || !hk_carved_start(s, c, off) ||
-                    hk_marked_as(p, hk_free_mark())))
+    /* A carved block start, not marked free (else reported as a double free by the full
+     * path); caches may take blocks (take_ok); the thread allocates the class (else, below,
+     * the block goes home); and, further below, its cache has room left. Each test is a
+     * branch almost never taken; none depends on whose block it is, which changes from one
+     * free to the next while the thread frees by slab metadata. */
+    if (HK_UNLIKELY(!hk_carved_start(s, c, off) || hk_marked_as(p, hk_free_mark())))
         goto refused;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
+    if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL)) goto unstashed;
     /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"; nostash says
      * both), unless its own; and one of its own that the full path hands its table entry,
      * while it frees by the table. Tested first: what seldom holds, whoever's block it is. */
@@ -2225,6 +2226,17 @@ roomless:
      * last made up, so making it up gives none (hk_stash_put would find the same): it goes
      * home. */
     if (o != me && h->taken[c] == 0) {
+        h->frefused++;
+        return 4;
+    }
+    goto refused;
+unstashed:
+    /* Another live thread's block that no cache of this thread takes: a consumer's, which
+     * does not allocate the class (or holds no slab at all). It goes home as the full path
+     * would send it, after the same checks (hk_free_dispatch's stash finds no current slab
+     * either), where its exit hook flushes the batch and nothing is counted. An orphan's
+     * takes its own short path (hk_heap_free_orphan). */
+    if (o != me && o != NULL && h->hooked && !hk_counting) {
         h->frefused++;
         return 4;
     }
