@@ -844,12 +844,16 @@ static int hk_large_over(void) {
 /* Cuts a block for a request of len bytes at align out of free extent e of arena a (locked,
  * three records reserved), and accounts for it; hit: e was free before this request. */
 static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, int hit,
-                     int inner, uint64_t now, int *zeroed) {
-    *zeroed = e->zero;
+                     int inner, uint64_t now, unsigned *zeroed) {
+    int zero = e->zero, head_dirty;
+    uintptr_t dlo = e->dlo, dhi = e->dhi;
+    size_t dirty = e->dirty;
     uint64_t idle = e->idle_since;
     int purged = e->purged;
     size_t fresh;
     e = hk_carve(a, e, len, align, inner, &fresh);
+    head_dirty = !zero && dirty && e->addr < dhi && e->addr + HK_PAGE_SIZE > dlo;
+    *zeroed = (zero ? HK_LARGE_ZERO : 0) | (head_dirty ? 0 : HK_LARGE_HEAD_ZERO);
     /* A SuperSlab taken is demand for the page heap's free memory as much as a block is:
      * counted apart, a program whose phases alternate big arrays and small objects had the
      * arrays' free memory released beyond the budget before the pool could take it
@@ -914,7 +918,7 @@ static struct hk_ext *hk_free_fresh(struct hk_arena *a, uintptr_t addr, size_t l
     return t;
 }
 
-void *hk_large_alloc(size_t n, size_t align, int *zeroed, unsigned flags) {
+void *hk_large_alloc(size_t n, size_t align, unsigned *zeroed, unsigned flags) {
     int inner = (flags & HK_LARGE_INNER) != 0;
     if (align < HK_PAGE_SIZE) align = HK_PAGE_SIZE;
     size_t len = hk_align_up(n ? n : 1, HK_PAGE_SIZE);
@@ -1176,7 +1180,7 @@ static void *hk_grow_into_resident(struct hk_arena *a, struct hk_ext *e, size_t 
     size_t old = e->len;
     a->live_n--;
     hk_set(&a->live_bytes, hk_get(&a->live_bytes) - old);
-    int zeroed;
+    unsigned zeroed;
     void *q = hk_take(a, f, len, HK_PAGE_SIZE, 1, 0, now, &zeroed);
     a->copied++;
     hk_unlock(&a->lock);

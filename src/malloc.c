@@ -49,7 +49,7 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
         errno = ENOMEM;
         return NULL;
     }
-    int zeroed;
+    unsigned zeroed;
     /* Free SuperSlabs the pool keeps serve before the tier maps more (hk_large_grow). */
     unsigned flags = hk_pool_has_cache() ? HK_LARGE_NO_MAP : 0;
     void *p = hk_large_alloc(n, align, &zeroed, flags);
@@ -62,7 +62,14 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
     if (!p && HK_TRACING(HK_T_FAIL))
         hk_trace(HK_T_FAIL, "malloc failed: MapFail (the OS refused memory)", "bytes", n, "align",
                  align, NULL, 0);
-    if (p && clear && !zeroed) memset(p, 0, n);
+    if (p && clear && !(zeroed & HK_LARGE_ZERO)) memset(p, 0, n);
+    /* Memory that held free small blocks (a SuperSlab gone back to the page heap resident)
+     * may hold the free mark where the block begins, as no block malloc hands out may:
+     * realloc copies that word into the small block it moves to, whose free then looked like
+     * a double free (block.h). malloc clears it for small and mid blocks; here likewise, where
+     * the first page may hold old data (not where it is released: the store would fault it
+     * in before the program asks for it). */
+    else if (p && !(zeroed & HK_LARGE_HEAD_ZERO)) hk_mark_live(p);
     /* A program of big blocks only may never refill a thread cache: let it tick here. */
     hk_decay_tick(hk_now_ms());
     return p;

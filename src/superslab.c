@@ -41,9 +41,10 @@ void *hk_slab_take_one(struct hk_slab *s) {
 }
 
 struct hk_superslab *hk_ss_map(int *fresh) {
-    int zeroed;
-    struct hk_superslab *ss = hk_large_alloc(HK_SS_SIZE, HK_SS_SIZE, &zeroed, HK_LARGE_INNER);
+    unsigned z;
+    struct hk_superslab *ss = hk_large_alloc(HK_SS_SIZE, HK_SS_SIZE, &z, HK_LARGE_INNER);
     if (!ss) return NULL;
+    int zeroed = (z & HK_LARGE_ZERO) != 0;
     *fresh = zeroed;
     /* Fresh pages are zero: only the non-zero fields need writing. Memory a large block or
      * another SuperSlab had holds anything; only the header is read before it is written. */

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "block.h"
 #include "check.h"
 #include "clock.h"
 #include "config.h"
@@ -163,6 +164,45 @@ TEST(stage_counts_follow_the_script) {
     hak_free(anchor);
 #undef EXPECT
 #undef DELTA
+}
+
+/* Memory that held free small blocks (their second word the free mark, block.h) serves the
+ * large tier too: a SuperSlab the pool lets go goes back to the page heap resident (pool.c,
+ * hk_cache_evict). A large block cut there carried the mark of the small block that began
+ * where it begins, and realloc copies that word with the rest: memalign(512 KiB, 7), moved by
+ * realloc to 16 bytes, became a small block that carried the mark, and its free was reported
+ * as a double free (found by the fuzzer, 2026-11-30). Here the memory is made to hold the
+ * mark at every page's start, as such a SuperSlab's would, by a large block that is freed and
+ * whose pages the next large blocks take again, resident: each must come without the mark. */
+TEST(a_large_block_carries_no_free_mark_whatever_its_memory_held) {
+    const size_t M = (size_t)3 << 20;
+    hak_trim();
+    char *a = hak_malloc(M);
+    CHECK(a != NULL);
+    for (size_t off = 0; off < M; off += 4096) ((uintptr_t *)(a + off))[1] = hk_free_mark();
+    hak_free(a);
+    char *p = hak_malloc(M);
+    CHECKF(p == a, "the large block did not take the same resident pages");
+    CHECKF(!hk_marked_free(p), "a large block carried the free mark");
+    hak_free(p);
+    unsigned inside = 0, marked = 0, moved_marked = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        char *x = hak_memalign((size_t)1 << 19, 7);
+        CHECK(x != NULL);
+        inside += x >= a && x < a + M;
+        marked += hk_marked_free(x);
+        memset(x, 'x', 7);
+        char *q = hak_realloc(x, 16); /* a small block now, its first 16 bytes copied */
+        CHECK(q != NULL && !memcmp(q, "xxxxxxx", 7));
+        if (hk_marked_free(q)) {
+            moved_marked++;
+            ((uintptr_t *)q)[1] = 0; /* else its free is reported, and the process ends */
+        }
+        hak_free(q);
+    }
+    CHECKF(inside > 0, "no aligned block took the pages that held the mark");
+    CHECKF(marked == 0, "%u of 4 aligned large blocks carried the free mark", marked);
+    CHECKF(moved_marked == 0, "%u of 4 blocks that realloc moved carried it", moved_marked);
 }
 
 /* DESIGN invariant 2 across many SuperSlabs: a run of free slots in any SuperSlab in use
@@ -1587,6 +1627,7 @@ int main(int argc, char **argv) {
         RUN(slab_round_trips_take_no_global_lock);
         RUN(slab_bursts_take_the_global_lock_per_batch);
         RUN(stage2_finds_a_run_among_many_superslabs);
+        RUN(a_large_block_carries_no_free_mark_whatever_its_memory_held);
     } else if (!strcmp(mode, "fixed")) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);
