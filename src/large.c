@@ -845,14 +845,14 @@ static int hk_large_over(void) {
  * three records reserved), and accounts for it; hit: e was free before this request. */
 static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, int hit,
                      int inner, uint64_t now, unsigned *zeroed) {
-    int zero = e->zero, head_dirty;
-    uintptr_t dlo = e->dlo, dhi = e->dhi;
+    int zero = e->zero;
+    uintptr_t dlo = e->dlo, dhi = e->dhi; /* the free extent's pages that may be resident */
     size_t dirty = e->dirty;
     uint64_t idle = e->idle_since;
     int purged = e->purged;
     size_t fresh;
     e = hk_carve(a, e, len, align, inner, &fresh);
-    head_dirty = !zero && dirty && e->addr < dhi && e->addr + HK_PAGE_SIZE > dlo;
+    int head_dirty = !zero && dirty && e->addr < dhi && e->addr + HK_PAGE_SIZE > dlo;
     *zeroed = (zero ? HK_LARGE_ZERO : 0) | (head_dirty ? 0 : HK_LARGE_HEAD_ZERO);
     /* A SuperSlab taken is demand for the page heap's free memory as much as a block is:
      * counted apart, a program whose phases alternate big arrays and small objects had the

@@ -179,7 +179,7 @@ TEST(a_large_block_carries_no_free_mark_whatever_its_memory_held) {
     hak_trim();
     char *a = hak_malloc(M);
     CHECK(a != NULL);
-    for (size_t off = 0; off < M; off += 4096) ((uintptr_t *)(a + off))[1] = hk_free_mark();
+    for (size_t off = 0; off < M; off += HK_PAGE_SIZE) ((uintptr_t *)(a + off))[1] = hk_free_mark();
     hak_free(a);
     char *p = hak_malloc(M);
     CHECKF(p == a, "the large block did not take the same resident pages");
