@@ -2042,7 +2042,8 @@ static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
  * slab took, or any in the hardened build) is freed to at once and gets its entry back. A
  * partial slab whose entry is free takes it (a helper that made the slab partial left the
  * table alone). */
-static inline void hk_free_mine(struct hk_heap *h, struct hk_slab *s, unsigned c, void *p) {
+static inline __attribute__((always_inline)) void hk_free_mine(struct hk_heap *h, struct hk_slab *s,
+                                                               unsigned c, void *p) {
     if (s->list != HK_LIST_FULL && c < HK_NSMALL) {
         struct hk_owned *e = hk_owned_entry(h, s);
         if (e->lim == 0) {
