@@ -2250,6 +2250,7 @@ unstashed:
     }
     if (o != NULL) goto mine;
 refused:
+    if (HK_UNLIKELY(h == &hk_heap_none)) return 0; /* never written */
     h->fown += atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner;
     h->frefused++;
     return 0;
@@ -2413,11 +2414,10 @@ void hk_heap_free_slow(void *p) {
     /* First, before a record is taken (a thread may only ever free NULL), and as cheap as it
      * can be: programs free NULL often (random_mixed's empty slots: 568,000 of 1.28 M). */
     if (p == NULL) return;
+    /* A thread without a record yet frees on hk_heap_none, which hk_free_by_meta refuses
+     * anything (its caches take nothing) without a write; it takes a record below. Tested
+     * there, not here: 3 instructions fewer on the second try's hits. */
     struct hk_heap *h = hk_tls.heap;
-    if (HK_UNLIKELY(h == &hk_heap_none)) {
-        hk_heap_free_first(p);
-        return;
-    }
     if (HK_LIKELY(hk_is_superslab((uintptr_t)p))) {
 #ifndef HK_HARDENED
         int done = hk_free_by_meta(h, p);
@@ -2439,10 +2439,12 @@ void hk_heap_free_slow(void *p) {
             return;
         }
 #endif
-        hk_heap_free_slab(h, p, op);
+        if (HK_UNLIKELY(h == &hk_heap_none)) hk_heap_free_first(p);
+        else hk_heap_free_slab(h, p, op);
         return;
     }
-    hk_heap_free_full(h, NULL, p, op);
+    if (HK_UNLIKELY(h == &hk_heap_none)) hk_heap_free_first(p);
+    else hk_heap_free_full(h, NULL, p, op);
 }
 
 /* --- malloc's slow path ---------------------------------------------------------------------- */
