@@ -2473,7 +2473,8 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
             h->xpend_n[i] = 0;
             h->xpend_mask &= ~((uint64_t)1 << c);
         } else {
-            b = hk_xfer_take(c, 1);
+            /* A small class takes up to HK_XFER_TAKE_SMALL blocks, a mid class one (transfer.h). */
+            b = hk_xfer_take(c, c < HK_NSMALL ? HK_XFER_TAKE_SMALL : 1);
         }
         if (b) {
             h->free[c] = b;

@@ -756,6 +756,69 @@ TEST(a_thread_keeps_no_big_mid_blocks_of_other_threads) {
     CHECKF(hk_heap_slab_live(s) == 0, "%u blocks of the first slab live", hk_heap_slab_live(s));
 }
 
+#ifndef HK_HARDENED /* which puts no block on a transfer list */
+/* A refill of a small class with a transfer list takes up to HK_XFER_TAKE_SMALL of its
+ * blocks at once and leaves the rest for other threads; a refill of a mid class takes one
+ * (transfer.h). A thread of its own refills, so that its cache of the class is empty. */
+enum { XT_N = 8 };
+static void *xt_blocks[XT_N];
+static size_t xt_size;
+static int xt_listed; /* the block its malloc returned was one of the list's */
+static unsigned xt_left; /* blocks left on the list after its malloc */
+
+/* Frees the blocks of list l (linked, marked free, off every list), as the program's. */
+static unsigned xt_free_list(void *l) {
+    unsigned n = 0;
+    while (l) {
+        void *next = hk_link_get(l);
+        hk_mark_live(l);
+        hak_free(l);
+        n++;
+        l = next;
+    }
+    return n;
+}
+
+static void *xt_refill(void *arg) {
+    (void)arg;
+    void *p = hak_malloc(xt_size);
+    for (int i = 0; i < XT_N; i++) xt_listed |= p == xt_blocks[i];
+    /* What is left on the list, counted and put back as it was. */
+    unsigned c = hk_class_of(xt_size);
+    void *l = hk_xfer_take(c, XT_N), *tail = l;
+    xt_left = 0;
+    for (void *x = l; x; x = hk_link_get(x)) xt_left++, tail = x;
+    if (l && !hk_xfer_put(c, l, tail, xt_left)) xt_left = 0;
+    hak_free(p);
+    return NULL; /* its cache, with what else the refill took, goes home at its exit */
+}
+
+TEST(a_refill_takes_a_few_blocks_of_a_small_class_from_its_transfer_list) {
+    size_t sizes[2] = {3072, 80 * 1024};
+    for (int k = 0; k < 2; k++) {
+        xt_size = sizes[k];
+        unsigned c = hk_class_of(xt_size);
+        CHECK(c >= HK_XFER_FIRST);
+        CHECK(hk_xfer_take(c, 1) == NULL); /* no other test left blocks there */
+        for (int i = 0; i < XT_N; i++) xt_blocks[i] = hak_malloc(xt_size);
+        for (int i = 0; i < XT_N; i++) {
+            hk_mark_free(xt_blocks[i]);
+            CHECK(hk_xfer_put(c, xt_blocks[i], xt_blocks[i], 1));
+        }
+        xt_listed = 0;
+        pthread_t t;
+        pthread_create(&t, NULL, xt_refill, NULL);
+        pthread_join(t, NULL);
+        unsigned want = XT_N - (c < HK_NSMALL ? HK_XFER_TAKE_SMALL : 1);
+        CHECK(xt_listed);
+        CHECKF(xt_left == want, "%zu bytes: %u blocks left on the list, not %u", xt_size,
+               xt_left, want);
+        xt_free_list(hk_xfer_take(c, 2 * XT_N)); /* what the thread's exit sent there */
+        hk_heap_flush(); /* and home */
+    }
+}
+#endif
+
 /* A transfer list that no refill takes from goes home whole after HK_XFER_IDLE_MS, as the
  * looks at it (each thread's tick, HK_XFER_LOOK_MS apart at least) measure; one that refills
  * take from stays. */
@@ -2537,6 +2600,9 @@ int main(void) {
     RUN(a_thread_keeps_no_big_mid_blocks_of_other_threads);
     RUN(big_small_blocks_a_thread_cannot_keep_serve_every_thread);
     RUN(an_idle_transfer_list_goes_home);
+#ifndef HK_HARDENED
+    RUN(a_refill_takes_a_few_blocks_of_a_small_class_from_its_transfer_list);
+#endif
     RUN(a_balanced_thread_goes_on_reusing_other_threads_blocks);
     RUN(a_burst_of_other_threads_blocks_beyond_the_room_goes_home);
     RUN(blocks_of_adopted_slabs_go_home);
