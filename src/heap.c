@@ -2150,16 +2150,19 @@ static inline int hk_carved_start(const struct hk_slab *s, size_t c, uint32_t of
  * allocation order; about 155 instructions a free instead of 253 (about 110 since it has a
  * function of its own, hk_heap_free_orphan), and about 80 in allocation order since the batch
  * frees runs of a slab at once. */
-static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned c, void *p) {
+static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned c, void *p,
+                                 int checked) {
     if (!h->hooked || h->orphan_n + 1 >= HK_ORPHAN_BATCH_BLOCKS || HK_UNLIKELY(hk_counting) ||
         hk_was_shared(s)) /* home at once: hk_free_home_slow */
         return 0;
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     uint32_t bsize = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
-    if (!hk_carved_start(s, c, off) || h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
+    /* With `checked`, hk_free_by_meta found p a carved block start without the mark. */
+    if ((!checked && !hk_carved_start(s, c, off)) ||
+        h->orphan_bytes + bsize >= HK_ORPHAN_BATCH_BYTES)
         return 0;
     uintptr_t mark = hk_free_mark();
-    if (HK_UNLIKELY(hk_marked_as(p, mark))) return 0;
+    if (!checked && HK_UNLIKELY(hk_marked_as(p, mark))) return 0;
     hk_mark_as(p, mark);
     hk_orphan_push(h, c, p, bsize);
     return 1;
@@ -2208,7 +2211,7 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"; nostash says
      * both), unless its own; and one of its own that the full path hands its table entry,
      * while it frees by the table. Tested first: what seldom holds, whoever's block it is. */
-    if (HK_UNLIKELY(__atomic_load_n(&s->nostash, __ATOMIC_RELAXED)) && o != me) goto refused;
+    if (HK_UNLIKELY(__atomic_load_n(&s->nostash, __ATOMIC_RELAXED)) && o != me) goto orphan;
     if (HK_UNLIKELY(!h->free_any) && o == me &&
         (s->list == HK_LIST_FULL || (s->list == HK_LIST_PARTIAL && hk_owned_entry(h, s)->lim == 0)))
         goto mine;
@@ -2246,7 +2249,7 @@ unstashed:
             h->frefused++;
             return 4;
         }
-        goto refused;
+        goto orphan;
     }
     if (o != NULL) goto mine;
 refused:
@@ -2265,6 +2268,13 @@ mine:
     h->fown++;
     h->frefused++;
     return 6;
+orphan:
+    /* A block of an orphan (a slab whose owner exited): to the orphans' batch
+     * (hk_heap_free_orphan), without this function's checks made again; a refusal of
+     * another thread's block, as the full path's are. */
+    if (o != NULL || !h->hooked || HK_UNLIKELY(hk_counting)) goto refused;
+    h->frefused++;
+    return 7;
 }
 
 /* The clock is due at a free of hk_free_by_meta, of one of the thread's own slabs or not
@@ -2336,7 +2346,7 @@ static HK_NOINLINE void hk_heap_free_home(struct hk_heap *h, void *p) {
  * neither the stash's hits (prod_cons's consumer paid 9 instructions a free with the test
  * inside hk_free_by_meta) nor the orphans' frees pay the full path's frame (18 instructions). */
 static HK_NOINLINE void hk_heap_free_orphan(struct hk_heap *h, struct hk_slab *s, void *p,
-                                            const char *op) {
+                                            const char *op, int checked) {
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
     if (c < HK_NSMALL) {
         /* hk_heap_enter, except that a heap a helper holds goes to the full path, which
@@ -2344,7 +2354,7 @@ static HK_NOINLINE void hk_heap_free_orphan(struct hk_heap *h, struct hk_slab *s
         atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst);
         int done = !atomic_load_explicit(&h->claimed, memory_order_acquire) &&
-                   hk_orphan_fast(h, s, c, p);
+                   hk_orphan_fast(h, s, c, p, checked);
         hk_heap_leave(h);
         if (done) return;
     }
@@ -2387,12 +2397,21 @@ static HK_NOINLINE void hk_heap_free_own(struct hk_heap *h, void *p) {
 }
 #endif
 
+#ifndef HK_HARDENED
+/* hk_heap_free_orphan for a block hk_free_by_meta has checked (a carved block start of an
+ * orphan's small slab, not marked free). The slot is looked up here, not by the caller, so
+ * that the second try's hits keep it in no register of their own. */
+static HK_NOINLINE void hk_heap_free_orphan_checked(struct hk_heap *h, void *p) {
+    hk_heap_free_orphan(h, hk_slot_of((uintptr_t)p), p, "free", 1);
+}
+#endif
+
 /* free's slow path past its second try: p lies in a SuperSlab. */
 static HK_NOINLINE void hk_heap_free_slab(struct hk_heap *h, void *p, const char *op) {
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
 #ifndef HK_HARDENED
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) == NULL) {
-        hk_heap_free_orphan(h, s, p, op);
+        hk_heap_free_orphan(h, s, p, op, 0);
         return;
     }
 #endif
@@ -2432,6 +2451,10 @@ void hk_heap_free_slow(void *p) {
         }
         if (done == 6) {
             hk_heap_free_own(h, p);
+            return;
+        }
+        if (done == 7) {
+            hk_heap_free_orphan_checked(h, p);
             return;
         }
         if (done) {
