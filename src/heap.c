@@ -2185,8 +2185,10 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
  * slabs; 4, with nothing done, for another live thread's block that the class has no room
  * for or that no cache of the thread takes (a consumer's), which goes home
  * (hk_heap_free_home); 5, with nothing done, when the class's room is at its last
- * (hk_heap_free_last_room); 0, with nothing done, for anything else (a room already spent
- * among them), or when the counters are on: the full path decides then
+ * (hk_heap_free_last_room); 6, with nothing done, for a block of the thread's own slabs that
+ * no cache takes (hk_heap_free_own); 7, with nothing done, for an orphan's block
+ * (hk_heap_free_orphan_checked); 0, with nothing done, for anything else (a room already
+ * spent among them), or when the counters are on: the full path decides then
  * (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
 static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     const struct hk_slab *s = hk_slot_of((uintptr_t)p);
