@@ -2180,17 +2180,23 @@ static inline int hk_orphan_fast(struct hk_heap *h, struct hk_slab *s, unsigned 
  * block start, not marked free) and hk_stash_put, in the order this case needs them, the
  * cheapest refusals first, on the slab's metadata and the thread's own fields only. It
  * leaves the heap unmarked, as free's fast path does: it changes the thread's cache, room and
- * counts alone, which helpers leave alone. 1 when p is taken, 2 when it is and the clock is
- * due (the caller looks at it, hk_heap_stash_tick), 3 for that of one of the thread's own
- * slabs; 4, with nothing done, for another live thread's block that the class has no room
- * for or that no cache of the thread takes (a consumer's), which goes home
- * (hk_heap_free_home); 5, with nothing done, when the class's room is at its last
- * (hk_heap_free_last_room); 6, with nothing done, for a block of the thread's own slabs that
- * no cache takes (hk_heap_free_own); 7, with nothing done, for an orphan's block
- * (hk_heap_free_orphan_checked); 0, with nothing done, for anything else (a room already
- * spent among them), or when the counters are on: the full path decides then
- * (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
-static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
+ * counts alone, which helpers leave alone. Its answer (enum hk_meta) says what it did, or
+ * which short path of hk_heap_free_slow's the block takes; HK_META_REFUSED leaves it to the
+ * full path (shared_swap, 2 threads: about 140 instructions a remote free there, 60 here). */
+enum hk_meta {
+    HK_META_REFUSED,   /* nothing done: anything else (a room already spent among them), or
+                        * the counters on */
+    HK_META_TAKEN,     /* p is in the cache */
+    HK_META_TICK,      /* so, and the clock is due (hk_heap_stash_tick) */
+    HK_META_TICK_OWN,  /* the same, for a block of one of the thread's own slabs */
+    HK_META_HOME,      /* another live thread's block that the class has no room for or that no
+                        * cache of the thread takes (a consumer's): hk_heap_free_home */
+    HK_META_LAST_ROOM, /* the class's room is at its last: hk_heap_free_last_room */
+    HK_META_OWN,       /* a block of the thread's own slabs that no cache takes:
+                        * hk_heap_free_own */
+    HK_META_ORPHAN,    /* an orphan's block: hk_heap_free_orphan_checked */
+};
+static inline enum hk_meta hk_free_by_meta(struct hk_heap *h, void *p) {
     const struct hk_slab *s = hk_slot_of((uintptr_t)p);
     /* One register for the slot from here on: gcc would keep the SuperSlab and the slot's
      * offset apart to address each field, and save four registers on entry for it (one
@@ -2198,7 +2204,7 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
     __asm__("" : "+r"(s));
     size_t c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE); /* an index: no widening later */
     /* A mid span, or no slab at all (HK_CLS_NONE). */
-    if (c >= HK_NSMALL) return 0;
+    if (c >= HK_NSMALL) return HK_META_REFUSED;
     HK_ASSERT(hk_slab_of((uintptr_t)p) == s);
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     /* A carved block start, not marked free (else reported as a double free by the full
@@ -2228,18 +2234,18 @@ static inline int hk_free_by_meta(struct hk_heap *h, void *p) {
      * metadata (2 threads, 1,000 slots). A countdown, one instruction and a branch; the takes
      * are counted a countdown at a time when the clock is looked at, and whose block that
      * one was stands for all of them (2 or 3). */
-    if (HK_LIKELY(--h->fclock >= 0)) return 1;
-    return o == me ? 3 : 2;
+    if (HK_LIKELY(--h->fclock >= 0)) return HK_META_TAKEN;
+    return o == me ? HK_META_TICK_OWN : HK_META_TICK;
 roomless:
     /* At its last: the block takes it and the room is made up, or the cache goes home, as on
      * free's fast path (hk_heap_free_last_room), if malloc took blocks of the class since the
      * room was last made up or the block is the thread's own. Another live thread's block, of
      * a class malloc took nothing of meanwhile, goes home alone (the cache's walk would send
      * the thread's own blocks with it, which it may reuse). */
-    if (h->room[c] == 1 && (h->taken[c] != 0 || o == me)) return 5;
+    if (h->room[c] == 1 && (h->taken[c] != 0 || o == me)) return HK_META_LAST_ROOM;
     if (o == me || h->taken[c] != 0) goto refused;
     h->frefused++;
-    return 4;
+    return HK_META_HOME;
 unstashed:
     /* Another live thread's block that no cache of this thread takes: a consumer's, which
      * does not allocate the class (or holds no slab at all). It goes home as the full path
@@ -2249,16 +2255,16 @@ unstashed:
     if (o != me) {
         if (o != NULL && h->hooked && !hk_counting) {
             h->frefused++;
-            return 4;
+            return HK_META_HOME;
         }
         goto orphan;
     }
     if (o != NULL) goto mine;
 refused:
-    if (HK_UNLIKELY(h == &hk_heap_none)) return 0; /* never written */
+    if (HK_UNLIKELY(h == &hk_heap_none)) return HK_META_REFUSED; /* never written */
     h->fown += atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner;
     h->frefused++;
-    return 0;
+    return HK_META_REFUSED;
 mine:
     /* A block of one of the thread's own slabs that no cache of the thread takes: a thread
      * that frees what it took in from an exited one and allocates none of it
@@ -2269,14 +2275,14 @@ mine:
     if (HK_UNLIKELY(hk_counting)) goto refused;
     h->fown++;
     h->frefused++;
-    return 6;
+    return HK_META_OWN;
 orphan:
     /* A block of an orphan (a slab whose owner exited): to the orphans' batch
      * (hk_heap_free_orphan), without this function's checks made again; a refusal of
      * another thread's block, as the full path's are. */
     if (o != NULL || !h->hooked || HK_UNLIKELY(hk_counting)) goto refused;
     h->frefused++;
-    return 7;
+    return HK_META_ORPHAN;
 }
 
 /* The clock is due at a free of hk_free_by_meta, of one of the thread's own slabs or not
@@ -2441,27 +2447,17 @@ void hk_heap_free_slow(void *p) {
     struct hk_heap *h = hk_tls.heap;
     if (HK_LIKELY(hk_is_superslab((uintptr_t)p))) {
 #ifndef HK_HARDENED
-        int done = hk_free_by_meta(h, p);
-        if (HK_LIKELY(done == 1)) return;
-        if (done == 4) {
-            hk_heap_free_home(h, p);
-            return;
-        }
-        if (done == 5) {
-            hk_heap_free_last_room(h, p);
-            return;
-        }
-        if (done == 6) {
-            hk_heap_free_own(h, p);
-            return;
-        }
-        if (done == 7) {
-            hk_heap_free_orphan_checked(h, p);
-            return;
-        }
-        if (done) {
-            hk_heap_stash_tick(h, done == 3);
-            return;
+        enum hk_meta done = hk_free_by_meta(h, p);
+        if (HK_LIKELY(done == HK_META_TAKEN)) return;
+        switch (done) {
+        case HK_META_TICK:
+        case HK_META_TICK_OWN: hk_heap_stash_tick(h, done == HK_META_TICK_OWN); return;
+        case HK_META_HOME: hk_heap_free_home(h, p); return;
+        case HK_META_LAST_ROOM: hk_heap_free_last_room(h, p); return;
+        case HK_META_OWN: hk_heap_free_own(h, p); return;
+        case HK_META_ORPHAN: hk_heap_free_orphan_checked(h, p); return;
+        case HK_META_TAKEN:
+        case HK_META_REFUSED: break;
         }
 #endif
         if (HK_UNLIKELY(h == &hk_heap_none)) hk_heap_free_first(p);
