@@ -1234,7 +1234,8 @@ static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
  * leaves none, malloc took nothing of the class meanwhile: the thread is freeing it, not
  * reusing it (a structure torn down). Then, for a class whose full room is HK_ROOM_SMALL
  * blocks or more (blocks of 512 bytes or less), the whole cache goes home in one walk, and the
- * room is an eighth of the full one until malloc takes blocks again (a refill sets it whole).
+ * room is an eighth of the full one, HK_ROOM_TORN blocks at most (heap.h), until malloc takes
+ * blocks again (a refill sets it whole).
  * Each walk then takes blocks freed so recently that their lines are still in this core's
  * cache, and when the frees stop, few blocks wait in the cache, each keeping a slab from
  * emptying that would else be carved afresh, in address order: teardown 2000000 5, with the
@@ -1287,7 +1288,7 @@ void hk_heap_cache_full(void **head) {
             hk_room_set(h, c, full < HK_ROOM_FREER ? full : HK_ROOM_FREER);
             hk_heap_cache_send(h, c, head, UINT32_MAX);
         } else if (hk_room_max[c] >= HK_ROOM_SMALL) {
-            hk_room_set(h, c, full / 8u);
+            hk_room_set(h, c, full / 8u < HK_ROOM_TORN ? full / 8u : HK_ROOM_TORN);
             hk_heap_cache_send(h, c, head, UINT32_MAX);
         } else {
             hk_room_set(h, c, full / 2u);

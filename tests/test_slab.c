@@ -570,6 +570,35 @@ TEST(a_cache_grows_by_its_room_at_most) {
 }
 
 #ifndef HK_HARDENED
+/* A thread that frees blocks of a small class without reusing them sends its cache home each
+ * time the room runs out, and the room is then an eighth of the full one, HK_ROOM_TORN
+ * blocks at most (heap.h): of 16-byte blocks, whose eighth is 256, the cache never holds more
+ * than HK_ROOM_TORN between walks, so each walk reads blocks freed recently. */
+static void *torn_room(void *arg) {
+    (void)arg;
+    enum { N = 20000, LAST = 600 };
+    void **p = hak_malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(16);
+    unsigned c = hk_class_of(16), most = 0;
+    int ok = hk_heap_room_full(c) / 8 > HK_ROOM_TORN; /* else the test shows nothing */
+    for (int i = 0; i < N; i++) {
+        hak_free(p[i]);
+        if (i < N - LAST) continue;
+        unsigned n = 0;
+        for (void *b = hk_tls.heap->free[c]; b; b = hk_link_get(b)) n++;
+        if (n > most) most = n;
+    }
+    if (most > HK_ROOM_TORN) fprintf(stderr, "  %u blocks in the cache between walks\n", most);
+    ok &= most <= HK_ROOM_TORN && most > 0;
+    unsigned live = 0;
+    for (int i = 0; i < N; i += 1000) live += hk_heap_slab_live(hk_slab_of((uintptr_t)p[i]));
+    ok &= live == 0;
+    hak_free(p);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(a_class_freed_without_reuse_goes_home_in_short_walks) { CHECK(in_new_thread(torn_room)); }
+
 /* A thread that allocates and frees a class in waves longer than its room (heap.h, "Reuse";
  * heap.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's
  * frees all stay in the cache and the next wave's mallocs get exactly those blocks back. One
@@ -1143,6 +1172,7 @@ int main(void) {
     RUN(own_frees_are_the_next_blocks);
     RUN(a_cache_grows_by_its_room_at_most);
 #ifndef HK_HARDENED
+    RUN(a_class_freed_without_reuse_goes_home_in_short_walks);
     RUN(a_room_grows_for_waves_longer_than_it);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
