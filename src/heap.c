@@ -792,6 +792,20 @@ static void hk_partial_unlink(struct hk_heap *h, struct hk_slab *s) {
     hk_slab_list_unlink(&h->partial[s->cls], s);
 }
 
+/* Puts an owned, non-current slab on its heap list (PARTIAL or FULL), and no more: its table
+ * entry is left as it is. A slab of this thread without an entry is one whose entry another
+ * slab took: its blocks take free's second try, and the first of them that finds the slab
+ * partial and its entry empty, or the slab full, gives it its entry (hk_free_mine). */
+static void hk_heap_list_put(struct hk_heap *h, struct hk_slab *s, uint8_t list) {
+    if (list == HK_LIST_PARTIAL) {
+        hk_partial_append(h, s);
+    } else {
+        s->list = list;
+        hk_heap_holds(h, s->cls);
+        hk_slab_list_push(&h->full[s->cls], s);
+    }
+}
+
 /* Puts an owned, non-current slab on its heap list (PARTIAL or FULL). A small slab gets its
  * entry in the owned-slab table, full or not: free's fast path puts the block into the cache
  * and leaves the slab as it is (it becomes partial when the block goes home). The hardened
@@ -799,19 +813,14 @@ static void hk_partial_unlink(struct hk_heap *h, struct hk_slab *s) {
  * for a full slab means a move to the partial list: there a full slab has no entry, and its
  * first free takes the slow path. */
 static void hk_heap_list_add(struct hk_heap *h, struct hk_slab *s, uint8_t list) {
-    if (list == HK_LIST_PARTIAL) {
-        hk_partial_append(h, s);
-        hk_owned_set(h, s);
-    } else {
-        s->list = list;
-        hk_heap_holds(h, s->cls);
-        hk_slab_list_push(&h->full[s->cls], s);
+    hk_heap_list_put(h, s, list);
 #ifdef HK_HARDENED
+    if (list != HK_LIST_PARTIAL) {
         hk_owned_clear(h, s);
-#else
-        hk_owned_set(h, s);
-#endif
+        return;
     }
+#endif
+    hk_owned_set(h, s);
 }
 
 /* Bytes of the empty slabs that thread heaps keep beyond the first of each class (their
@@ -1354,20 +1363,22 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
 #define HK_PARKED_PUSHES_MAX 4096
 #define HK_PARKED_KIB_MAX 2048
 
-/* Heap h, being set up with record o, takes o's parked slabs onto its lists. */
+/* Heap h, being set up with record o, takes o's parked slabs: the lists its last thread left,
+ * whole (h has none yet), so that no slab's metadata is read or written. Their table
+ * entries come as the thread frees into them (hk_heap_list_put): a thread that takes over a
+ * heap of some 50 slabs and frees into a few of them before it exits (mixed_churn 2 500 10,
+ * 10 steps a thread) gave each of them an entry and wrote its list links, some 5,000
+ * instructions a thread. */
 static void hk_heap_take_over(struct hk_heap *h, struct hk_owner *o) {
     struct hk_owner_cold *k = o->cold;
     for (uint64_t m = o->park_mask; m; m &= m - 1) {
         unsigned c = (unsigned)__builtin_ctzll(m);
-        struct hk_slab *s, *next;
-        for (s = k->park_partial[c], k->park_partial[c] = NULL; s; s = next) {
-            next = s->next;
-            hk_heap_list_add(h, s, HK_LIST_PARTIAL);
-        }
-        for (s = k->park_full[c], k->park_full[c] = NULL; s; s = next) {
-            next = s->next;
-            hk_heap_list_add(h, s, HK_LIST_FULL);
-        }
+        HK_ASSERT(!h->partial[c] && !h->full[c] && !h->cur[c]);
+        h->partial[c] = k->park_partial[c];
+        h->partial_tail[c] = k->park_partial_tail[c];
+        h->full[c] = k->park_full[c];
+        k->park_partial[c] = k->park_partial_tail[c] = k->park_full[c] = NULL;
+        hk_heap_holds(h, c);
     }
     o->park_mask = 0;
 }
@@ -2774,6 +2785,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
         }
         if (h->partial[c] || h->full[c]) {
             o->cold->park_partial[c] = h->partial[c];
+            o->cold->park_partial_tail[c] = h->partial_tail[c];
             o->cold->park_full[c] = h->full[c];
             o->park_mask |= (uint64_t)1 << c;
             h->partial[c] = h->partial_tail[c] = h->full[c] = NULL;

@@ -44,6 +44,7 @@ struct hk_owner_cold {
      * by this record, until a new thread takes them or they are given up; set where
      * park_mask has the class's bit. */
     struct hk_slab *park_partial[HK_NCLASS], *park_full[HK_NCLASS];
+    struct hk_slab *park_partial_tail[HK_NCLASS]; /* the last of park_partial's list */
 };
 
 /* The record itself: three cache lines, which every thread writes, packed with the other

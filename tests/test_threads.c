@@ -1638,17 +1638,24 @@ static void *ho_take_and_free(void *arg) {
     return NULL;
 }
 
-TEST(an_exited_threads_heap_goes_whole_to_the_next_thread) {
+/* A thread allocates HO_N blocks, frees half and exits; then `next` runs in a new thread. The
+ * counts before the first thread, and (mid) between the two. */
+static struct hak_stats ho_hand_over(void *(*next)(void *), struct hak_stats *mid) {
     hk_heap_give_up_all(); /* none from the tests before */
     struct hak_stats a = stats();
     pthread_t t;
     pthread_create(&t, NULL, ho_alloc_free_half_exit, NULL);
     pthread_join(t, NULL);
-    struct hak_stats b = stats();
+    *mid = stats();
+    pthread_create(&t, NULL, next, NULL);
+    pthread_join(t, NULL);
+    return a;
+}
+
+TEST(an_exited_threads_heap_goes_whole_to_the_next_thread) {
+    struct hak_stats b, a = ho_hand_over(ho_take_and_free, &b);
     CHECKF(b.slab_abandon == a.slab_abandon, "%zu slabs abandoned at the exit",
            b.slab_abandon - a.slab_abandon);
-    pthread_create(&t, NULL, ho_take_and_free, NULL);
-    pthread_join(t, NULL);
     struct hak_stats c = stats();
     CHECKF(c.heaps_taken_over == a.heaps_taken_over + 1, "%zu heaps taken over",
            c.heaps_taken_over - a.heaps_taken_over);
@@ -1657,6 +1664,56 @@ TEST(an_exited_threads_heap_goes_whole_to_the_next_thread) {
     /* As many blocks as it freed come back from the slabs it took over: no new memory. */
     CHECKF(ho_acquired == 0 && ho_taken > 0, "%zu slabs of new memory, %d freed blocks reused",
            ho_acquired, ho_taken);
+    hk_heap_give_up_all();
+}
+
+/* A heap taken over keeps its lists as they are: its slabs get their table entries as the new
+ * thread frees into them, not all at the take-over (a thread that frees into a few of some
+ * 50 slabs before it exits paid for every one). Entered or not, a slab's blocks come home. */
+static int ho_entered_first, ho_entered_then, ho_slabs, ho_exact;
+
+static void *ho_take_and_enter(void *arg) {
+    (void)arg;
+    void *x = hak_malloc(16); /* sets the heap up: it takes the handed-over heap */
+    struct hk_slab *slab[HO_N];
+    int n = 0;
+    ho_entered_first = ho_entered_then = 0;
+    ho_exact = 1;
+    for (int i = 1; i < HO_N; i += 2) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)ho_blocks[i]);
+        int seen = 0;
+        for (int j = 0; j < n; j++) seen |= slab[j] == s;
+        if (seen) continue;
+        slab[n++] = s;
+        ho_entered_first += hk_heap_has_entry(s);
+        hak_free(ho_blocks[i]); /* the slab's first free by this thread */
+        ho_blocks[i] = NULL;
+        ho_entered_then += hk_heap_has_entry(s);
+    }
+    ho_slabs = n;
+    hk_heap_flush(); /* the cache's blocks home: the counts exact */
+    for (int j = 0; j < n; j++) {
+        uint32_t held = 0;
+        for (int i = 1; i < HO_N; i += 2)
+            held += ho_blocks[i] && hk_slab_of((uintptr_t)ho_blocks[i]) == slab[j];
+        ho_exact &= hk_heap_slab_live(slab[j]) == held;
+    }
+    for (int i = 1; i < HO_N; i += 2) hak_free(ho_blocks[i]);
+    hak_free(x);
+    return NULL;
+}
+
+TEST(a_heap_taken_over_enters_its_slabs_as_they_are_freed_into) {
+    struct hak_stats mid, a = ho_hand_over(ho_take_and_enter, &mid);
+    struct hak_stats b = stats();
+    CHECKF(b.heaps_taken_over == a.heaps_taken_over + 1, "%zu heaps taken over",
+           b.heaps_taken_over - a.heaps_taken_over);
+    CHECK(ho_slabs >= 2);
+    CHECKF(ho_entered_first == 0, "%d of %d slabs entered at the take-over", ho_entered_first,
+           ho_slabs);
+    CHECKF(ho_entered_then == ho_slabs, "%d of %d slabs entered by their first free",
+           ho_entered_then, ho_slabs);
+    CHECK(ho_exact);
     hk_heap_give_up_all();
 }
 
@@ -2621,6 +2678,7 @@ int main(void) {
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(a_heap_set_up_again_after_exit_starts_clean);
     RUN(an_exited_threads_heap_goes_whole_to_the_next_thread);
+    RUN(a_heap_taken_over_enters_its_slabs_as_they_are_freed_into);
     RUN(a_heap_nobody_takes_is_given_up_and_loses_nothing);
     RUN(a_thread_that_frees_an_exited_threads_blocks_takes_its_heap_in);
     RUN(a_thread_that_frees_an_exited_threads_big_blocks_takes_its_heap_in);
