@@ -1667,9 +1667,10 @@ TEST(an_exited_threads_heap_goes_whole_to_the_next_thread) {
     hk_heap_give_up_all();
 }
 
-/* A heap taken over keeps its lists as they are: its slabs get their table entries as the new
- * thread frees into them, not all at the take-over (a thread that frees into a few of some
- * 50 slabs before it exits paid for every one). Entered or not, a slab's blocks come home. */
+/* A heap taken over keeps its lists as they are, and its slabs have their table entries from
+ * the take-over on: their first frees by the new thread take free's fast path (entered at
+ * those frees instead, larson with a new thread every 1,000 steps ran 2-4% slower). Its
+ * blocks all come home. */
 static int ho_entered_first, ho_entered_then, ho_slabs, ho_exact;
 
 static void *ho_take_and_enter(void *arg) {
@@ -1703,16 +1704,15 @@ static void *ho_take_and_enter(void *arg) {
     return NULL;
 }
 
-TEST(a_heap_taken_over_enters_its_slabs_as_they_are_freed_into) {
+TEST(a_heap_taken_over_has_its_slabs_entered_at_once) {
     struct hak_stats mid, a = ho_hand_over(ho_take_and_enter, &mid);
     struct hak_stats b = stats();
     CHECKF(b.heaps_taken_over == a.heaps_taken_over + 1, "%zu heaps taken over",
            b.heaps_taken_over - a.heaps_taken_over);
     CHECK(ho_slabs >= 2);
-    CHECKF(ho_entered_first == 0, "%d of %d slabs entered at the take-over", ho_entered_first,
-           ho_slabs);
-    CHECKF(ho_entered_then == ho_slabs, "%d of %d slabs entered by their first free",
-           ho_entered_then, ho_slabs);
+    CHECKF(ho_entered_first == ho_slabs && ho_entered_then == ho_slabs,
+           "%d of %d slabs entered at the take-over, %d after their first free",
+           ho_entered_first, ho_slabs, ho_entered_then);
     CHECK(ho_exact);
     hk_heap_give_up_all();
 }
@@ -2678,7 +2678,7 @@ int main(void) {
     RUN(orphans_with_free_blocks_are_adopted);
     RUN(a_heap_set_up_again_after_exit_starts_clean);
     RUN(an_exited_threads_heap_goes_whole_to_the_next_thread);
-    RUN(a_heap_taken_over_enters_its_slabs_as_they_are_freed_into);
+    RUN(a_heap_taken_over_has_its_slabs_entered_at_once);
     RUN(a_heap_nobody_takes_is_given_up_and_loses_nothing);
     RUN(a_thread_that_frees_an_exited_threads_blocks_takes_its_heap_in);
     RUN(a_thread_that_frees_an_exited_threads_big_blocks_takes_its_heap_in);
