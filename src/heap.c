@@ -1157,6 +1157,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     h->free[c] = NULL;
 #ifndef HK_HARDENED
     hk_room_set(h, c, hk_room_full(h, c));
+    h->torn &= ~((uint64_t)1 << c);
 #endif
     if (b) hk_heap_cache_send(h, c, &b, UINT32_MAX);
 }
@@ -1276,6 +1277,28 @@ static void hk_room_grow(struct hk_heap *h, unsigned c) {
 
 static void hk_heap_tick_if_due(struct hk_heap *h);
 
+/* A class torn down (a walk above sent its cache home while malloc took nothing of it, and
+ * left it a room of HK_ROOM_TORN blocks) that malloc takes blocks of again, where the
+ * thread has gone from freeing to allocating: what its cache holds still are the teardown's
+ * last blocks, each of another slab, and each one malloc hands out keeps its slab from
+ * emptying for as long as it lives. malloc then takes those slabs' free lists, in the order
+ * the teardown left them, a block anywhere in the slab each time (a miss each), where a slab
+ * that empties is carved afresh, in address order. So at the next refill of any other class
+ * (hk_heap_refill) the rest of such a cache goes home, and the slabs of those not yet handed
+ * out empty. teardown 500000 8 16 128 random 42: 20.0 ns a malloc before, 18.1 now (mimalloc
+ * 18.3); those of the refilled class itself are all handed out by then. A class still torn
+ * down (malloc took nothing of it since) keeps its cache. */
+static void hk_heap_torn_home(struct hk_heap *h, unsigned c) {
+    h->torn &= ~((uint64_t)1 << c);
+    for (uint64_t m = h->torn; m; m &= m - 1) {
+        unsigned t = (unsigned)__builtin_ctzll(m);
+        if (h->taken[t] == 0) continue; /* a room of HK_ROOM_TORN puts nothing aside there */
+        h->torn &= ~((uint64_t)1 << t);
+        if (h->free[t]) hk_heap_cache_send(h, t, &h->free[t], UINT32_MAX);
+    }
+}
+_Static_assert(HK_ROOM_TORN <= HK_ROOM_BEAT, "a torn-down class's room is all on free's counter");
+
 void hk_heap_cache_full(void **head) {
     struct hk_heap *h = hk_tls.heap; /* free's fast path: the thread has a record */
     hk_heap_enter(h);
@@ -1290,10 +1313,13 @@ void hk_heap_cache_full(void **head) {
         } else if (hk_room_max[c] >= HK_ROOM_SMALL) {
             hk_room_set(h, c, full / 8u < HK_ROOM_TORN ? full / 8u : HK_ROOM_TORN);
             hk_heap_cache_send(h, c, head, UINT32_MAX);
+            h->torn |= (uint64_t)1 << c;
         } else {
             hk_room_set(h, c, full / 2u);
             hk_heap_cache_send(h, c, head, full / 2u);
         }
+    } else {
+        h->torn &= ~((uint64_t)1 << c); /* malloc took blocks meanwhile: reused again */
     }
     HK_ASSERT(h->room[c] > 0);
     /* A thread whose mallocs and frees of a class balance takes no refill, no stash and no
@@ -2623,6 +2649,7 @@ void *hk_heap_refill(unsigned c) {
     if (h->batch_mask || h->orphan_n) hk_batch_flush_all(h);
 #ifndef HK_HARDENED
     if (h->xpend_mask & ~((uint64_t)1 << c)) hk_xpend_flush_all(h, (uint64_t)1 << c);
+    if (h->torn) hk_heap_torn_home(h, c);
 #endif
     if (HK_UNLIKELY(h->give_up != NULL)) hk_heap_give_up_wanted(h);
     hk_heap_maybe_tick(h);

@@ -58,7 +58,8 @@
  * meanwhile: the thread frees the class without reusing it), the whole cache goes home in one
  * walk (hk_heap_cache_full): to the current slab's free list, the thread's other slabs, or
  * other threads; and the room is an eighth of the full one (HK_ROOM_TORN blocks at most)
- * until malloc takes blocks again (for
+ * until malloc takes blocks again, when what the cache still holds goes home at the next
+ * refill of another class (heap.c, hk_heap_torn_home) (for
  * blocks above 512 bytes, whose rooms are a few blocks, the newest half goes, as the room's
  * half; for a class the thread has never allocated, everything goes and the room is 8
  * blocks, HK_ROOM_FREER). So the cache follows what the thread allocates, as a tcmalloc
@@ -360,6 +361,8 @@ struct hk_heap {
     /* Classes of which the thread took a slab of its own (hk_heap_fill), or its predecessor
      * did, where it took over an exited thread's heap: it takes no shared blocks of them. */
     uint64_t outgrew;
+    /* Classes torn down since their last refill (heap.c, hk_heap_torn_home). */
+    uint64_t torn;
 #endif
     /* --- the rest: slabs of its own, other threads' blocks ------------------------------- */
     struct hk_slab *cur[HK_NCLASS + 1] __attribute__((aligned(4096))); /* current slab per

@@ -31,6 +31,13 @@ static int in_new_thread(void *(*fn)(void *)) {
     return ok == (void *)1;
 }
 
+/* Blocks in the calling thread's cache of class c. */
+static unsigned cache_len(unsigned c) {
+    unsigned n = 0;
+    for (void *b = hk_tls.heap->free[c]; b; b = hk_link_get(b)) n++;
+    return n;
+}
+
 static unsigned resident_pages(void *start, size_t len) {
     unsigned char vec[64];
     unsigned n = 0;
@@ -554,8 +561,7 @@ TEST(a_cache_grows_by_its_room_at_most) {
     for (int i = 0; i < N; i++) p[i] = hak_malloc(128);
     unsigned c = hk_slab_of((uintptr_t)p[0])->cls;
     for (int i = 0; i < N; i++) hak_free(p[i]);
-    unsigned n = 0;
-    for (void *b = hk_tls.heap->free[c]; b; b = hk_link_get(b)) n++;
+    unsigned n = cache_len(c);
     CHECKF(n <= HK_ROOM_BYTES / 128 / 8, "%u blocks in the cache", n);
     unsigned emptied = 0;
     for (int i = 0; i < N; i += PER) {
@@ -584,8 +590,7 @@ static void *torn_room(void *arg) {
     for (int i = 0; i < N; i++) {
         hak_free(p[i]);
         if (i < N - LAST) continue;
-        unsigned n = 0;
-        for (void *b = hk_tls.heap->free[c]; b; b = hk_link_get(b)) n++;
+        unsigned n = cache_len(c);
         if (n > most) most = n;
     }
     if (most > HK_ROOM_TORN) fprintf(stderr, "  %u blocks in the cache between walks\n", most);
@@ -599,6 +604,49 @@ static void *torn_room(void *arg) {
 
 TEST(a_class_freed_without_reuse_goes_home_in_short_walks) { CHECK(in_new_thread(torn_room)); }
 
+/* A class torn down and then allocated again: the teardown's last blocks, left in the cache
+ * and each of another slab, go home at the next refill of another class (heap.c,
+ * hk_heap_torn_home), so that only the slab of the one block malloc took of them holds a
+ * block; the others empty. */
+static void *torn_then_reused(void *arg) {
+    (void)arg;
+    enum { N = 20000, SIZE = 128 }; /* some 40 slabs */
+    void **p = hak_malloc(N * sizeof *p);
+    for (int i = 0; i < N; i++) p[i] = hak_malloc(SIZE);
+    uint64_t x = 42;
+    for (int i = N - 1; i > 0; i--) { /* freed in random order, as a tree torn down */
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        int j = (int)((x >> 33) % (uint64_t)(i + 1));
+        void *t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    unsigned c = hk_class_of(SIZE), left = cache_len(c);
+    int ok = left >= 2; /* else the test shows nothing */
+    void *reused = hak_malloc(SIZE); /* one of them, from the cache */
+    void *other = hak_malloc(48);    /* a refill of a class never allocated */
+    ok &= hk_tls.heap->free[c] == NULL;
+    struct hk_slab *keep = hk_slab_of((uintptr_t)reused);
+    unsigned held = 0;
+    for (int i = 0; i < N; i++) {
+        struct hk_slab *s = hk_slab_of((uintptr_t)p[i]);
+        if (s != keep && s->cls == c && s->state == HK_SLOT_ACTIVE && s->used != 0) held++;
+    }
+    if (!ok || held)
+        fprintf(stderr, "  %u blocks left in the cache; %u of the %d in slabs still held\n", left,
+                held, N);
+    ok &= held == 0;
+    hak_free(reused);
+    hak_free(other);
+    hak_free(p);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(a_class_torn_down_and_reused_sends_its_last_blocks_home) {
+    CHECK(in_new_thread(torn_then_reused));
+}
+
 /* A thread that allocates and frees a class in waves longer than its room (heap.h, "Reuse";
  * heap.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's
  * frees all stay in the cache and the next wave's mallocs get exactly those blocks back. One
@@ -611,11 +659,6 @@ static int in_wave(void *const *w, void *b) {
     for (int i = 0; i < WAVE; i++)
         if (w[i] == b) return 1;
     return 0;
-}
-static unsigned cache_len(unsigned c) {
-    unsigned n = 0;
-    for (void *b = hk_tls.heap->free[c]; b; b = hk_link_get(b)) n++;
-    return n;
 }
 static void *room_waves(void *arg) {
     (void)arg;
@@ -1173,6 +1216,7 @@ int main(void) {
     RUN(a_cache_grows_by_its_room_at_most);
 #ifndef HK_HARDENED
     RUN(a_class_freed_without_reuse_goes_home_in_short_walks);
+    RUN(a_class_torn_down_and_reused_sends_its_last_blocks_home);
     RUN(a_room_grows_for_waves_longer_than_it);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
