@@ -46,6 +46,13 @@ static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
 static inline unsigned hk_room_full(const struct hk_heap *h, unsigned c) {
     return hk_room_max[c] + h->room_more[c];
 }
+
+/* The room of class c torn down (hk_heap_cache_full): an eighth of its full room, and
+ * HK_ROOM_TORN blocks at most. */
+static inline unsigned hk_room_torn(const struct hk_heap *h, unsigned c) {
+    unsigned eighth = hk_room_full(h, c) / 8u;
+    return eighth < HK_ROOM_TORN ? eighth : HK_ROOM_TORN;
+}
 #endif
 
 /* --- heap records ---------------------------------------------------------------------------
@@ -1067,6 +1074,48 @@ static HK_NOINLINE void hk_heap_unfull(struct hk_heap *h, struct hk_slab *s) {
 /* Slabs a walk of the cache may empty before it leaves the rest to hk_heap_send_home. */
 #define HK_SEND_EMPTIED 16
 
+/* A walk home of cached blocks (hk_heap_cache_send, hk_heap_torn_walk): the blocks of the
+ * owner me's slabs go onto their slabs' lists at once, the slabs that empty are dealt with
+ * after the walk, and the rest (other threads', a mid span's) are gathered in away. */
+struct hk_walk {
+    struct hk_owner *me; /* HK_NOBODY: no block goes to its slab on the way */
+    void *away;
+    unsigned ne;
+    struct hk_slab *emptied[HK_SEND_EMPTIED];
+};
+
+static inline void hk_walk_start(struct hk_walk *w, struct hk_owner *me) {
+    w->me = me;
+    w->away = NULL;
+    w->ne = 0;
+}
+
+/* Block b of the walk w, of a small slab if its owner is w->me: onto that slab's list, and 1;
+ * else 0, and nothing done. Only this thread makes a slab it owns another's (teardown), so a
+ * slab whose owner is this thread stays its own throughout. */
+static inline int hk_walk_mine(struct hk_heap *h, struct hk_walk *w, void *b) {
+    struct hk_slab *s = hk_slot_of((uintptr_t)b);
+    __asm__("" : "+r"(s)); /* one register for s: gcc would derive it twice */
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) != w->me) return 0;
+    hk_link_set(b, s->free);
+    s->free = b;
+    if (--s->used == 0) {
+        /* A current slab stays current when it empties. */
+        if (s->list != HK_LIST_CURRENT) w->emptied[w->ne++] = s;
+        if (w->ne == HK_SEND_EMPTIED) w->me = HK_NOBODY; /* the rest as a mid class's */
+    } else if (s->list == HK_LIST_FULL) {
+        hk_heap_unfull(h, s);
+    }
+    return 1;
+}
+
+/* After walk w: the slabs that emptied, then the blocks gathered in away, home. That may run
+ * the tick, which may let a current slab go or send a cache home. */
+static inline void hk_walk_end(struct hk_heap *h, struct hk_walk *w) {
+    for (unsigned i = 0; i < w->ne; i++) hk_heap_emptied(h, w->emptied[i]);
+    hk_heap_send_home(h, w->away);
+}
+
 /* Frees the first `limit` blocks of list *from, taken from the cache of class c, and leaves
  * *from at the rest before anything else: blocks of the current slab go back onto
  * its free list, those of the thread's other small slabs onto theirs, in the same walk, and
@@ -1079,11 +1128,10 @@ static HK_NOINLINE void hk_heap_unfull(struct hk_heap *h, struct hk_slab *s) {
  * slabs' heads). Slabs that empty are dealt with after the walk: that may run the tick,
  * which may let the current slab go or send the cache home. */
 static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint32_t limit) {
-    struct hk_slab *cur = hk_heap_cur(h, c), *emptied[HK_SEND_EMPTIED];
+    struct hk_slab *cur = hk_heap_cur(h, c);
     struct hk_owner *me = h->owner;
     uintptr_t base = 0, span = 0;
-    void *away = NULL, *b = *from;
-    unsigned ne = 0;
+    void *b = *from;
     uint32_t n = 0;
     if (cur) {
         base = (uintptr_t)hk_slab_base(cur);
@@ -1103,39 +1151,74 @@ static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint3
         }
     }
     limit -= n;
-    /* Blocks in a cache carry the free mark already: they are relinked, not marked again. Only
-     * this thread makes a slab it owns another's (teardown), so a slab whose owner is this
-     * thread stays its own throughout. */
-    if (c >= HK_NSMALL || !me) me = HK_NOBODY;
+    /* Blocks in a cache carry the free mark already: they are relinked, not marked again. */
+    struct hk_walk w; /* emptied[] is written before it is read */
+    hk_walk_start(&w, c >= HK_NSMALL || !me ? HK_NOBODY : me);
     for (; b && limit; limit--) {
         void *next = hk_link_get(b);
-        struct hk_slab *s = hk_slot_of((uintptr_t)b);
-        __asm__("" : "+r"(s)); /* one register for s: gcc would derive it twice */
-        if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me) {
-            /* The current slab among them, which stays current when it empties. */
-            hk_link_set(b, s->free);
-            s->free = b;
-            if (--s->used == 0) {
-                if (s != cur) emptied[ne++] = s;
-                if (ne == HK_SEND_EMPTIED) me = HK_NOBODY; /* the rest as a mid class's */
-            } else if (s->list == HK_LIST_FULL) {
-                hk_heap_unfull(h, s);
-            }
+        if (hk_walk_mine(h, &w, b)) {
+            /* onto its slab's list */
         } else if ((uintptr_t)b - base < span) {
             hk_link_set(b, cur->free);
             cur->free = b;
             n++;
         } else {
-            hk_link_set(b, away);
-            away = b;
+            hk_link_set(b, w.away);
+            w.away = b;
         }
         b = next;
     }
     *from = b;
     if (cur) cur->used -= n;
-    for (unsigned i = 0; i < ne; i++) hk_heap_emptied(h, emptied[i]);
-    hk_heap_send_home(h, away);
+    hk_walk_end(h, &w);
 }
+
+#ifndef HK_HARDENED
+/* Sends home the cache of class c, torn down (hk_heap_cache_full), and with it those of the
+ * other classes torn down that malloc took nothing of since (h->torn), each of which then
+ * starts a torn-down class's room again; the lists are walked a block of each in turn. A
+ * walk of one list waits for each link to load before it reads the next, and where a thread
+ * frees blocks of several classes in turn, a class's blocks were freed up to a few hundred
+ * frees before, their lines in the second-level cache by then: the lists' loads are in
+ * flight together here. teardown 500000 4 16 128 random 42 (8 classes): 30.2 ns a free
+ * before, 28.0 now (mimalloc 24.5), 1.05 times as fast; phases 3 20 80 42 1.12; blocks freed
+ * in the order they were made, level (0.98-1.00); one class, as before (one list, walked by
+ * hk_heap_cache_send). */
+static void hk_heap_torn_walk(struct hk_heap *h, unsigned c) {
+    void *at[HK_NSMALL];
+    unsigned n = 0;
+    for (uint64_t m = h->torn & ~((uint64_t)1 << c); m && h->owner; m &= m - 1) {
+        unsigned t = (unsigned)__builtin_ctzll(m);
+        if (!h->free[t] || h->taken[t] != 0) continue;
+        h->beat_left -= (intptr_t)hk_room_used(h, t); /* the frees its room took */
+        hk_room_set(h, t, hk_room_torn(h, t));
+        at[n++] = h->free[t];
+        h->free[t] = NULL;
+    }
+    if (n == 0) {
+        hk_heap_cache_send(h, c, &h->free[c], UINT32_MAX);
+        return;
+    }
+    if (h->free[c]) at[n++] = h->free[c];
+    h->free[c] = NULL;
+    struct hk_walk w;
+    hk_walk_start(&w, h->owner);
+    while (n) {
+        unsigned left = 0; /* lists not done, kept in order at the front */
+        for (unsigned i = 0; i < n; i++) {
+            void *b = at[i], *next = hk_link_get(b);
+            if (!hk_walk_mine(h, &w, b)) {
+                hk_link_set(b, w.away);
+                w.away = b;
+            }
+            at[left] = next;
+            left += next != NULL;
+        }
+        n = left;
+    }
+    hk_walk_end(h, &w);
+}
+#endif
 
 /* Sets class c's full room back to its first size (heap.h, HK_ROOM_GROW_BYTES): the class
  * went quiet, or the thread gives everything back. */
@@ -1311,9 +1394,9 @@ void hk_heap_cache_full(void **head) {
             hk_room_set(h, c, full < HK_ROOM_FREER ? full : HK_ROOM_FREER);
             hk_heap_cache_send(h, c, head, UINT32_MAX);
         } else if (hk_room_max[c] >= HK_ROOM_SMALL) {
-            hk_room_set(h, c, full / 8u < HK_ROOM_TORN ? full / 8u : HK_ROOM_TORN);
-            hk_heap_cache_send(h, c, head, UINT32_MAX);
+            hk_room_set(h, c, hk_room_torn(h, c));
             h->torn |= (uint64_t)1 << c;
+            hk_heap_torn_walk(h, c);
         } else {
             hk_room_set(h, c, full / 2u);
             hk_heap_cache_send(h, c, head, full / 2u);

@@ -56,7 +56,8 @@
  * each free to the malloc before it through memory). When the room runs out, the blocks malloc
  * took are given back as room (up to the full room); if that leaves none (malloc took nothing
  * meanwhile: the thread frees the class without reusing it), the whole cache goes home in one
- * walk (hk_heap_cache_full): to the current slab's free list, the thread's other slabs, or
+ * walk (hk_heap_cache_full), with those of the other classes torn down so (heap.c,
+ * hk_heap_torn_walk): to the current slab's free list, the thread's other slabs, or
  * other threads; and the room is an eighth of the full one (HK_ROOM_TORN blocks at most)
  * until malloc takes blocks again, when what the cache still holds goes home at the next
  * refill of another class (heap.c, hk_heap_torn_home) (for

@@ -604,6 +604,38 @@ static void *torn_room(void *arg) {
 
 TEST(a_class_freed_without_reuse_goes_home_in_short_walks) { CHECK(in_new_thread(torn_room)); }
 
+/* Two classes torn down at once, their frees in turn: when one's room runs out, the walk
+ * sends the other's cache home with it (heap.c, hk_heap_torn_walk), so each walk finds the
+ * other class's cache empty too; every block goes home all the same. */
+static void *torn_together(void *arg) {
+    (void)arg;
+    enum { N = 4000 };
+    static void *a[N], *b[N];
+    for (int i = 0; i < N; i++) a[i] = hak_malloc(16), b[i] = hak_malloc(128);
+    unsigned ca = hk_class_of(16), cb = hk_class_of(128), walks = 0, other = 0;
+    int ok = hk_heap_room_full(ca) / 8 >= HK_ROOM_TORN; /* else the test shows nothing */
+    for (int i = 0; i < N; i++) {
+        hak_free(a[i]);
+        /* Past both classes' first walks (their full rooms), a's cache empty: a's walk. */
+        if (i > 1100 && cache_len(ca) == 0) {
+            walks++;
+            other += cache_len(cb);
+        }
+        hak_free(b[i]);
+    }
+    if (walks < 10 || other) fprintf(stderr, "  %u walks; %u blocks left of the other class\n",
+                                     walks, other);
+    ok &= walks >= 10 && other == 0;
+    unsigned live = 0;
+    for (int i = 0; i < N; i += 100)
+        live += hk_heap_slab_live(hk_slab_of((uintptr_t)a[i])) +
+                hk_heap_slab_live(hk_slab_of((uintptr_t)b[i]));
+    ok &= live == 0;
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(classes_torn_down_together_go_home_together) { CHECK(in_new_thread(torn_together)); }
+
 /* A class torn down and then allocated again: the teardown's last blocks, left in the cache
  * and each of another slab, go home at the next refill of another class (heap.c,
  * hk_heap_torn_home), so that only the slab of the one block malloc took of them holds a
@@ -1216,6 +1248,7 @@ int main(void) {
     RUN(a_cache_grows_by_its_room_at_most);
 #ifndef HK_HARDENED
     RUN(a_class_freed_without_reuse_goes_home_in_short_walks);
+    RUN(classes_torn_down_together_go_home_together);
     RUN(a_class_torn_down_and_reused_sends_its_last_blocks_home);
     RUN(a_room_grows_for_waves_longer_than_it);
 #endif
