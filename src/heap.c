@@ -931,10 +931,15 @@ static void hk_carve(struct hk_heap *h, struct hk_slab *s, unsigned c) {
     char *p = hk_slab_base(s) + (size_t)s->carved * bs;
     /* A fresh slab's pages past the last carve hold nothing: the links written below would
      * fault them in one by one. Filled in one call instead (os.c, hk_os_populate), from the
-     * page the last carve ended in to the one this one ends in. Not for blocks larger than a
-     * page: the carve writes only their first words, and the program may never touch the
-     * rest. */
-    if (s->fresh && bs <= HK_PAGE_SIZE) hk_os_populate(p, (size_t)n * bs);
+     * first page the last carve did not touch to the one this one ends in; none where this
+     * carve ends in the page the last one ended in (the first carves of a class of small
+     * blocks: 6 calls for one page of 16-byte blocks, 12 for the page of a 200-byte one). Not
+     * for blocks larger than a page: the carve writes only their first words, and the
+     * program may never touch the rest. */
+    if (s->fresh && bs <= HK_PAGE_SIZE) {
+        char *from = (char *)hk_align_up((uintptr_t)p, HK_PAGE_SIZE), *end = p + (size_t)n * bs;
+        if (end > from) hk_os_populate(from, (size_t)(end - from));
+    }
     /* The carve's first block, which the malloc that refilled pops (a carve links its blocks
      * in address order; the hardened build's shuffled order pops it only by chance). */
     if (s->fresh) h->zero_block = p;

@@ -964,14 +964,15 @@ static int kernel_populates(void) {
 }
 
 /* A slab made of a slot whose pages hold nothing has each carve's pages filled in one call,
- * from the page the last carve ended in to the one this one ends in, and no further: the pages
- * past the carved blocks stay untouched (carving stays lazy). Run in a new thread, after a
+ * from the first page the last carve did not touch to the one this one ends in, and no
+ * further: the pages past the carved blocks stay untouched (carving stays lazy), and a carve
+ * that ends in the page the last one ended in makes no call. Run in a new thread, after a
  * trim has released every EMPTY slab's pages, so that its slab of a class it never used is
  * made of such a slot. */
 static void *fresh_carves(void *arg) {
     (void)arg;
-    enum { N = 8 + 16 + 32 };
-    static void *p[N];
+    enum { N = 8 + 16 + 32, TINY = 8 + 16 + 32 + 64 + 128 };
+    static void *p[N], *t[TINY];
     struct hak_stats a, b;
     int ok = 1;
     hak_stats_get(&a);
@@ -987,13 +988,21 @@ static void *fresh_carves(void *arg) {
     size_t last = s->carved;
     for (unsigned i = 1; i < N; i++) p[i] = hak_malloc(200);
     hak_stats_get(&a);
-    size_t from = ((size_t)last * s->bsize) & ~(size_t)4095;
+    size_t from = hk_align_up((size_t)last * s->bsize, 4096);
     end = hk_align_up((size_t)s->carved * s->bsize, 4096);
     ok &= s->carved == N && a.os_populate == b.os_populate + 2;
-    ok &= a.os_populate_bytes - b.os_populate_bytes >= end - from;
-    ok &= a.os_populate_bytes - b.os_populate_bytes <= end - from + 4096;
+    ok &= a.os_populate_bytes - b.os_populate_bytes == end - from;
     ok &= resident_pages(base + end, HK_SLAB_SIZE - end) == 0;
     for (unsigned i = 0; i < N; i++) hak_free(p[i]);
+    /* Blocks of 16 bytes: five carves (8, 16, 32, 64 and 128 blocks, 3,968 bytes) end in the
+     * slab's first page, filled by the first of them alone. */
+    hak_stats_get(&a);
+    for (unsigned i = 0; i < TINY; i++) t[i] = hak_malloc(16);
+    hak_stats_get(&b);
+    s = hk_slab_of((uintptr_t)t[0]);
+    ok &= s->fresh && s->carved == TINY && s->bsize == 16;
+    ok &= b.os_populate == a.os_populate + 1 && b.os_populate_bytes - a.os_populate_bytes == 4096;
+    for (unsigned i = 0; i < TINY; i++) hak_free(t[i]);
     return (void *)(uintptr_t)ok;
 }
 
