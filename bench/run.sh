@@ -104,6 +104,7 @@ BENCH_DEFS=(
     "teardown|0|500000 4 16 128 random 42|2000000 5 16 128 random 42"
     "teardown_handoff:teardown|0|500000 4 16 128 random 42 1|2000000 5 16 128 random 42 1"
     "teardown_pool:teardown|0|500000 4 16 128 random 42 8|2000000 5 16 128 random 42 8"
+    "sweep|0|200000 10 50 16 128 42|200000 40 50 16 128 42"
 )
 def_name() { local n=${1%%|*}; echo "${n%%:*}"; }   # the entry's name
 def_prog() { local n=${1%%|*}; echo "${n#*:}"; }    # the program it runs

@@ -365,6 +365,10 @@ struct hk_heap {
     /* Classes torn down since their last refill (heap.c, hk_heap_torn_home). */
     uint64_t torn;
 #endif
+    /* This thread's tag, 1..255, drawn in turn as it sets its heap up: a slab's free list
+     * made of its own frees alone carries it (superslab.h, list_tag). Two threads may share
+     * one; the list of the other is then ordered too, for a walk that costs more. */
+    uint8_t tag;
     /* --- the rest: slabs of its own, other threads' blocks ------------------------------- */
     struct hk_slab *cur[HK_NCLASS + 1] __attribute__((aligned(4096))); /* current slab per
                                                                         * class */

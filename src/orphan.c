@@ -142,6 +142,7 @@ static int hk_orphan_free_locked(struct hk_slab *s, void *b, struct hk_slab **em
         hk_report("free", b, "double free");
         return 1;
     }
+    hk_list_joins(s, 0); /* no owner: any thread's free */
     hk_block_push(&s->free, b);
     s->used--;
     hk_orphan_freed(s, emptied);
@@ -229,6 +230,7 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
                     hk_link_set(tail, owned); /* adopted meanwhile: to its new owner */
                     owned = head;
                 } else if (HK_LIKELY(s->used >= n)) {
+                    hk_list_joins(s, 0);
                     hk_link_set(tail, s->free); /* the run joins the free list whole */
                     s->free = head;
                     s->used -= n;

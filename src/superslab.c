@@ -16,6 +16,7 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     s->inv = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
     s->carved = 0;
     s->fresh = 0; /* what it carved before may be resident: hk_activate knows better */
+    s->list_tag = 0;
     __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->nostash, 0, __ATOMIC_RELAXED);
     s->let_go = 0;

@@ -105,7 +105,13 @@ struct hk_slab {
      * carved from it is zero but for its first two words (heap.c, hk_carve; calloc). 0 once
      * formatted again (a slab the pool takes back may hold pages of its last use). */
     uint8_t fresh;
-    uint8_t pad2[2];
+    /* The tag of the thread whose own frees alone made the free list (heap.h, struct
+     * hk_heap's tag), or 0 where any other thread's free is on it (applied from the owner's
+     * inbox, an orphan's, a helper's): only a list of the taking thread's own is put in
+     * address order when malloc takes it (heap.c, hk_list_in_order). Set as blocks join an
+     * empty list (hk_list_joins), 0 when formatted. */
+    uint8_t list_tag;
+    uint8_t pad2[1];
     uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
     void *free;        /* local free list: the owner's (an orphan's: under its lock stripe) */
     struct hk_slab *next, *prev;      /* links of the list named by `list` */
@@ -213,6 +219,12 @@ static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
      * and any block it may legitimately free was carved before it was handed out. */
     if (i * bs != off || i >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED)) return -1;
     return i;
+}
+
+/* A block of slab s is about to join its free list, freed by the thread of tag t (0: by
+ * another thread than the owner, or for it): the list's tag (struct hk_slab, list_tag). */
+static inline void hk_list_joins(struct hk_slab *s, uint8_t t) {
+    if (s->list_tag != t) s->list_tag = s->free ? 0 : t;
 }
 
 /* Intrusive doubly linked lists of slabs, through next/prev. */

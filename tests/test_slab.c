@@ -679,6 +679,85 @@ TEST(a_class_torn_down_and_reused_sends_its_last_blocks_home) {
     CHECK(in_new_thread(torn_then_reused));
 }
 
+/* A slab's free list made of the thread's own frees is handed out in address order (heap.c,
+ * hk_list_in_order), whatever order the blocks were freed in: sorted where a sixteenth or
+ * more of its blocks are live, all of them in turn where none is. ORD blocks of 64 bytes, one
+ * slab of a new thread; every fourth kept (KEEP: none kept), the rest freed in a scrambled
+ * order and sent home, then as many allocated again. */
+enum { ORD = 512 };
+static void *p_ord[ORD], *q_ord[ORD];
+static int order_kept(int keep_none) {
+    int ok = 1, freed = 0;
+    for (int i = 0; i < ORD; i++) p_ord[i] = hak_malloc(64);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p_ord[0]);
+    for (int i = 0; i < ORD; i++) ok &= hk_slab_of((uintptr_t)p_ord[i]) == s;
+    for (int i = 0; i < ORD; i++) {
+        int k = (i * 149) % ORD; /* 149 is prime to 512: every block once, scrambled */
+        if (!keep_none && k % 4 == 0) continue;
+        hak_free(p_ord[k]);
+        p_ord[k] = NULL;
+        freed++;
+    }
+    hk_heap_flush(); /* the cache's blocks go onto the slab's list */
+    ok &= s->free != NULL && s->list_tag == hk_tls.heap->tag && (s->used == 0) == keep_none;
+    uintptr_t last = 0;
+    int rising = 0;
+    for (int i = 0; i < freed; i++) {
+        uintptr_t b = (uintptr_t)(q_ord[i] = hak_malloc(64));
+        rising += b > last && hk_slab_of(b) == s;
+        last = b;
+    }
+    if (rising != freed) fprintf(stderr, "  %d of %d blocks above the one before\n", rising, freed);
+    ok &= rising == freed;
+    if (keep_none) ok &= q_ord[0] == (void *)hk_slab_base(s);
+    for (int i = 0; i < ORD; i++) hak_free(p_ord[i]);
+    for (int i = 0; i < freed; i++) hak_free(q_ord[i]);
+    return ok;
+}
+static void *order_some(void *arg) {
+    (void)arg;
+    return (void *)(uintptr_t)order_kept(0);
+}
+static void *order_none(void *arg) {
+    (void)arg;
+    return (void *)(uintptr_t)order_kept(1);
+}
+TEST(a_slab_of_the_threads_own_frees_is_handed_out_in_address_order) {
+    CHECK(in_new_thread(order_some));
+    CHECK(in_new_thread(order_none));
+}
+
+/* Blocks another thread freed join the owner's slab list from its inbox: the list is then
+ * not the owner's own (list_tag 0), and malloc takes it as it lies, without walking lines that
+ * lie in the other core's cache. */
+static pthread_barrier_t ord_bar;
+static void *order_remote(void *arg) {
+    (void)arg;
+    int ok = 1;
+    for (int i = 0; i < ORD; i++) p_ord[i] = hak_malloc(64);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p_ord[0]);
+    pthread_barrier_wait(&ord_bar); /* main frees half of them */
+    pthread_barrier_wait(&ord_bar);
+    hk_heap_flush(); /* applies the inbox */
+    ok &= s->free != NULL && s->list_tag == 0 && hk_tls.heap->tag != 0;
+    for (int i = 0; i < ORD; i += 2) hak_free(p_ord[i]);
+    hk_heap_flush(); /* its own frees join a list that holds the others': still not its own */
+    ok &= s->list_tag == 0;
+    return (void *)(uintptr_t)ok;
+}
+TEST(another_threads_frees_leave_a_slab_list_unordered) {
+    pthread_t t;
+    void *ok = NULL;
+    pthread_barrier_init(&ord_bar, NULL, 2);
+    CHECK(pthread_create(&t, NULL, order_remote, NULL) == 0);
+    pthread_barrier_wait(&ord_bar);
+    for (int i = 1; i < ORD; i += 2) hak_free(p_ord[i]);
+    hk_heap_flush(); /* this thread's batch to the owner's inbox */
+    pthread_barrier_wait(&ord_bar);
+    CHECK(pthread_join(t, &ok) == 0 && ok == (void *)1);
+    pthread_barrier_destroy(&ord_bar);
+}
+
 /* A thread that allocates and frees a class in waves longer than its room (heap.h, "Reuse";
  * heap.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's
  * frees all stay in the cache and the next wave's mallocs get exactly those blocks back. One
@@ -1259,6 +1338,8 @@ int main(void) {
     RUN(a_class_freed_without_reuse_goes_home_in_short_walks);
     RUN(classes_torn_down_together_go_home_together);
     RUN(a_class_torn_down_and_reused_sends_its_last_blocks_home);
+    RUN(a_slab_of_the_threads_own_frees_is_handed_out_in_address_order);
+    RUN(another_threads_frees_leave_a_slab_list_unordered);
     RUN(a_room_grows_for_waves_longer_than_it);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
