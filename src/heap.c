@@ -1102,7 +1102,7 @@ static inline int hk_walk_mine(struct hk_heap *h, struct hk_walk *w, void *b) {
     struct hk_slab *s = hk_slot_of((uintptr_t)b);
     __asm__("" : "+r"(s)); /* one register for s: gcc would derive it twice */
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) != w->me) return 0;
-    hk_list_joins(s, h->tag);
+    hk_list_joins(s, h->tag, b);
     hk_link_set(b, s->free);
     s->free = b;
     if (--s->used == 0) {
@@ -1146,12 +1146,12 @@ static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint3
          * linked. */
         void *tail = NULL;
         for (void *x = b; x && n < limit && (uintptr_t)x - base < span; x = hk_link_get(x)) {
+            hk_list_joins(cur, h->tag, x);
             tail = x;
             n++;
         }
         if (tail) {
             void *rest = hk_link_get(tail);
-            hk_list_joins(cur, h->tag);
             hk_link_set(tail, cur->free);
             cur->free = b;
             b = rest;
@@ -1166,7 +1166,7 @@ static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint3
         if (hk_walk_mine(h, &w, b)) {
             /* onto its slab's list */
         } else if ((uintptr_t)b - base < span) {
-            hk_list_joins(cur, h->tag);
+            hk_list_joins(cur, h->tag, b);
             hk_link_set(b, cur->free);
             cur->free = b;
             n++;
@@ -1827,7 +1827,7 @@ static inline void hk_local_free_by(struct hk_heap *h, struct hk_slab *s, void *
         hk_report("free", p, "double free");
         return;
     }
-    hk_list_joins(s, t);
+    hk_list_joins(s, t, p);
     hk_block_push(&s->free, p);
     if (--s->used == 0) {
         if (s->list == HK_LIST_CURRENT) {
@@ -2613,61 +2613,49 @@ static int hk_heaps_many(void) {
 #endif
 
 #ifndef HK_HARDENED
-/* The free list of small slab s (one slot) as malloc takes it (hk_heap_fill), relinked in
- * address order, so that malloc hands its blocks out as they lie. A free list lies in the
- * order its blocks were freed: a program that builds a structure after freeing another (a
- * garbage collector's sweep, then new objects) got its new blocks scattered over the slab,
- * and walked them in the order it made them at random addresses (lua5.4 making 100,000 tables
- * a round and dropping half: 4.2 s, 2.5 with this, jemalloc 2.7; of its allocations of one
- * size, 13.6% lay just after the one before, 99.6% with this, jemalloc's 97.6%).
- * - A slab whose carved blocks are all free (no block live, none in a cache): all of them in
- *   turn, written without reading the list.
- * - One with a sixteenth of them or more live: sorted by a bitmap of the slab's 16-byte
- *   granules (every class size is a multiple of 16), one walk of the list and one of the
- *   bitmap. The walk waits for each link in turn, a miss where the blocks were freed long
- *   ago; the list stays as it is (which malloc's link check then reports) where a link leads
- *   out of the slab's carved block starts, back to one seen, or past as many blocks as it
- *   carved (a write to a free block).
- * - One with fewer live, as it is: a structure torn down left it, and walking its long list
- *   cost bench/teardown's next round 6 ns a malloc (a fifth more) for an order it never uses.
- * - One whose list holds any block that another thread freed, or that the thread before this
- *   one (whose heap this one took over) freed, as it is (its list_tag is not this thread's):
- *   those blocks' lines lie in other cores' caches, and walking them cost prod_cons's
- *   producer a fifth of its speed, larson with threads of 1,000 steps an eighth. */
-static void *hk_list_in_order(const struct hk_heap *h, const struct hk_slab *s, unsigned c,
-                              void *l) {
-    uintptr_t base = (uintptr_t)hk_slab_base(s), lim = s->lim;
-    uint32_t bs = s->bsize;
-    if (s->list_tag != h->tag) return l;
-    if (s->used == 0) {
-        for (uintptr_t off = 0; off + bs < lim; off += bs)
-            hk_link_set((char *)base + off, (char *)base + off + bs);
-        hk_link_set((char *)base + lim - bs, NULL);
-        return (void *)base;
+/* The free list l of small slab s (one slot) as malloc takes it (hk_heap_fill), in address
+ * order where it is a list of this thread's own frees, so that malloc hands its blocks out as
+ * they lie. A free list lies in the order its blocks were freed: a program that makes new
+ * objects after freeing old ones all over its heap (a mark-and-sweep collector's sweep) got
+ * them scattered over each slab, and its later walks of them in the order it made them missed
+ * the cache at every step (lua5.4 making 100,000 tables a round and dropping half: 4.9 s,
+ * 2.6 with this, jemalloc 2.9; of its allocations of one size, 13.6% lay just after the one
+ * before, 99.6% with this, jemalloc's 97.6%).
+ * The order comes from the slab's bitmap of free blocks, which such a list keeps as its
+ * blocks join it (superslab.h, hk_list_joins): no walk of the list, whose every link would
+ * be a miss where the blocks were freed long ago (sorting by a walk cost bench/sweep a
+ * quarter of its time). The bitmap is read and cleared one word at a time as the list is
+ * written; it holds as many bits as the list has blocks (carved - used), which is checked
+ * first: where it does not, the list is taken as it lies.
+ * A list that holds another thread's free, or that the thread before this one (whose heap
+ * this one took over) made, is taken as it lies: no bitmap tells its order, and its blocks'
+ * lines lie in other cores' caches (walking them to sort them cost prod_cons's producer a
+ * fifth of its speed, larson with threads of 1,000 steps an eighth). */
+static void *hk_list_in_order(const struct hk_heap *h, struct hk_slab *s, void *l) {
+    uint64_t *bits = hk_slab_fbits(s);
+    if (s->list_tag != h->tag) {
+        s->bits_dirty = 1;
+        return l;
     }
-    if (s->used < s->carved / 16) return l;
-    uint64_t bits[HK_SLAB_SIZE / 16 / 64] = {0}; /* a bit per 16 bytes */
-    uintptr_t last = 0;
-    uint32_t n = 0;
-    int ordered = 1;
-    for (void *b = l; b; b = hk_link_get(b)) {
-        uintptr_t off = (uintptr_t)b - base;
-        if (off >= lim || !hk_carved_start(s, c, (uint32_t)off) || ++n > s->carved) return l;
-        uint64_t bit = (uint64_t)1 << (off >> 4 & 63);
-        if (bits[off >> 10] & bit) return l;
-        bits[off >> 10] |= bit;
-        ordered &= off >= last;
-        last = off;
+    unsigned top = (s->carved + 63) >> 6, have = 0; /* the words that can hold a bit */
+    for (unsigned w = 0; w < top; w++) have += (unsigned)__builtin_popcountll(bits[w]);
+    HK_ASSERT(have == s->carved - s->used); /* every block that joined the list set its bit */
+    if (HK_UNLIKELY(have != s->carved - s->used)) {
+        s->bits_dirty = 1;
+        return l;
     }
-    if (ordered) return l;
+    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    size_t bs = s->bsize;
     void *head = NULL, *prev = NULL;
-    for (unsigned w = 0; w < sizeof bits / sizeof bits[0]; w++)
+    for (unsigned w = 0; w < top; w++) {
         for (uint64_t m = bits[w]; m; m &= m - 1) {
-            void *b = (char *)base + (((size_t)w * 64 + (unsigned)__builtin_ctzll(m)) << 4);
+            void *b = (char *)base + ((size_t)w * 64 + (unsigned)__builtin_ctzll(m)) * bs;
             if (prev) hk_link_set(prev, b);
             else head = b;
             prev = b;
         }
+        bits[w] = 0;
+    }
     hk_link_set(prev, NULL);
     return head;
 }
@@ -2723,11 +2711,12 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
             }
             if (s->free) {
 #ifndef HK_HARDENED
-                h->free[c] = hk_list_in_order(h, s, c, s->free);
+                h->free[c] = hk_list_in_order(h, s, s->free);
 #else
                 h->free[c] = s->free;
 #endif
                 s->free = NULL;
+                s->list_tag = 0;
                 s->used = s->carved;
                 return 1;
             }

@@ -142,7 +142,7 @@ static int hk_orphan_free_locked(struct hk_slab *s, void *b, struct hk_slab **em
         hk_report("free", b, "double free");
         return 1;
     }
-    hk_list_joins(s, 0); /* no owner: any thread's free */
+    hk_list_joins(s, 0, b); /* no owner: any thread's free */
     hk_block_push(&s->free, b);
     s->used--;
     hk_orphan_freed(s, emptied);
@@ -230,7 +230,7 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
                     hk_link_set(tail, owned); /* adopted meanwhile: to its new owner */
                     owned = head;
                 } else if (HK_LIKELY(s->used >= n)) {
-                    hk_list_joins(s, 0);
+                    hk_list_joins(s, 0, head);
                     hk_link_set(tail, s->free); /* the run joins the free list whole */
                     s->free = head;
                     s->used -= n;
@@ -269,6 +269,7 @@ static void *hk_orphan_share_run(struct hk_slab *s, uint32_t *n) {
     uint32_t bs = s->bsize, low = bs & (0u - bs), r = low >= 64 ? 1 : 64 / low;
     if (s->used == 0 && s->carved) {
         s->free = NULL;
+        s->bits_dirty = 1;
         s->carved = 0; /* no live block: nobody reads these two */
         __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
     }

@@ -17,6 +17,7 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     s->carved = 0;
     s->fresh = 0; /* what it carved before may be resident: hk_activate knows better */
     s->list_tag = 0;
+    s->bits_dirty = 1; /* its bitmap may hold its last use's bits */
     __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->nostash, 0, __ATOMIC_RELAXED);
     s->let_go = 0;
@@ -36,6 +37,7 @@ void *hk_slab_take_one(struct hk_slab *s) {
         next = NULL; /* the rest of the slab's free blocks are lost */
     }
     s->free = next;
+    s->bits_dirty = 1; /* b's bit, if any, is left */
     hk_link_set(b, NULL);
     s->used++;
     return b;

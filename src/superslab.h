@@ -12,6 +12,7 @@
 #define HK_SUPERSLAB_H
 
 #include <stdatomic.h>
+#include <string.h>
 
 #include "common.h"
 #include "size_class.h"
@@ -108,10 +109,14 @@ struct hk_slab {
     /* The tag of the thread whose own frees alone made the free list (heap.h, struct
      * hk_heap's tag), or 0 where any other thread's free is on it (applied from the owner's
      * inbox, an orphan's, a helper's): only a list of the taking thread's own is put in
-     * address order when malloc takes it (heap.c, hk_list_in_order). Set as blocks join an
-     * empty list (hk_list_joins), 0 when formatted. */
+     * address order when malloc takes it (heap.c, hk_list_in_order), from the slab's bitmap
+     * of free blocks, which such a list keeps (a small slab's). Set as a block joins an empty
+     * list (hk_list_joins), 0 when formatted or taken. */
     uint8_t list_tag;
-    uint8_t pad2[1];
+    /* Its bitmap of free blocks (struct hk_superslab, fbits) may hold bits of no list: cleared
+     * before a list of a thread's own starts (hk_list_joins). Set when formatted, and when a
+     * list is taken or emptied otherwise than through the bitmap. */
+    uint8_t bits_dirty;
     uint32_t used;     /* carved blocks not on `free`: held by users or by the owner's cache */
     void *free;        /* local free list: the owner's (an orphan's: under its lock stripe) */
     struct hk_slab *next, *prev;      /* links of the list named by `list` */
@@ -120,6 +125,8 @@ struct hk_slab {
      * which can be a quarter larger. Small slabs leave it alone. */
     uint16_t req64[16];
 } __attribute__((aligned(64)));
+
+#define HK_FBITS_WORDS (HK_SLAB_SIZE / 16 / 64) /* a slab's bitmap of free blocks, in words */
 
 struct hk_superslab {
     uint64_t magic;
@@ -133,6 +140,11 @@ struct hk_superslab {
     uint64_t idle_since;              /* when its last ACTIVE slot went (cached SuperSlabs) */
     uint8_t pad1[80];
     struct hk_slab slabs[HK_SLABS];   /* slabs[0] describes the header slot and serves nothing */
+    /* For each small slab whose free list is of its owner's own frees (list_tag), a bit per
+     * block, set for each block on the list, so that the list is taken in address order
+     * without a walk of it (heap.c, hk_list_in_order). Room for 4,096 blocks of 16 bytes a
+     * slot; a class of 128 bytes uses a line. Written by the owner only. */
+    uint64_t fbits[HK_SLABS][HK_FBITS_WORDS];
 };
 
 /* Slot metadata is 1 << HK_SLOT_META_SHIFT bytes (hk_slot_of). */
@@ -221,10 +233,32 @@ static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
     return i;
 }
 
-/* A block of slab s is about to join its free list, freed by the thread of tag t (0: by
- * another thread than the owner, or for it): the list's tag (struct hk_slab, list_tag). */
-static inline void hk_list_joins(struct hk_slab *s, uint8_t t) {
-    if (s->list_tag != t) s->list_tag = s->free ? 0 : t;
+/* The bitmap of free blocks of small slab s (struct hk_superslab, fbits). */
+static inline uint64_t *hk_slab_fbits(const struct hk_slab *s) {
+    return hk_ss_of((uintptr_t)s)->fbits[hk_slab_index(s)];
+}
+
+/* Block b of slab s is about to join its free list, freed by the thread of tag t (0: by
+ * another thread than the owner, or for it): the list's tag (struct hk_slab, list_tag), and
+ * for a list of one thread's own frees of a small slab, b's bit. */
+static inline void hk_list_joins(struct hk_slab *s, uint8_t t, const void *b) {
+    if (t == 0) { /* another thread's free: 0, whatever the list held */
+        s->list_tag = 0;
+        return;
+    }
+    if (!s->free) {
+        s->list_tag = t; /* a new list */
+        if (s->bits_dirty) {
+            memset(hk_slab_fbits(s), 0, HK_FBITS_WORDS * sizeof(uint64_t));
+            s->bits_dirty = 0;
+        }
+    } else if (s->list_tag != t) {
+        s->list_tag = 0;
+    }
+    if (s->list_tag && s->cls < HK_NSMALL) {
+        uint32_t i = (uint32_t)(((uint64_t)((uintptr_t)b & (HK_SLAB_SIZE - 1)) * s->inv) >> 32);
+        hk_slab_fbits(s)[i >> 6] |= (uint64_t)1 << (i & 63);
+    }
 }
 
 /* Intrusive doubly linked lists of slabs, through next/prev. */

@@ -754,6 +754,27 @@ static void *order_remote(void *arg) {
     for (int i = 0; i < ORD; i += 2) hak_free(p_ord[i]);
     hk_heap_flush(); /* its own frees join a list that holds the others': still not its own */
     ok &= s->list_tag == 0;
+    /* Taken as it lies; the next list of its own frees is in order again, with none of the
+     * bits its frees set before the others' joined them. */
+    for (int i = 0; i < ORD; i++) p_ord[i] = hak_malloc(64);
+    ok &= s->free == NULL;
+    for (int i = 0; i < ORD; i++) ok &= hk_slab_of((uintptr_t)p_ord[i]) == s;
+    for (int i = 0; i < ORD; i++) {
+        int k = (i * 149) % ORD;
+        if (k % 4) hak_free(p_ord[k]), p_ord[k] = NULL;
+    }
+    hk_heap_flush();
+    ok &= s->list_tag == hk_tls.heap->tag;
+    uintptr_t last = 0;
+    int rising = 0;
+    for (int i = 0; i < ORD; i++) {
+        if (p_ord[i]) continue;
+        uintptr_t b = (uintptr_t)(p_ord[i] = hak_malloc(64));
+        rising += b > last && hk_slab_of(b) == s;
+        last = b;
+    }
+    ok &= rising == ORD - ORD / 4;
+    for (int i = 0; i < ORD; i++) hak_free(p_ord[i]);
     return (void *)(uintptr_t)ok;
 }
 TEST(another_threads_frees_leave_a_slab_list_unordered) {
