@@ -367,7 +367,8 @@ struct hk_heap {
 #endif
     /* This thread's tag, 1..255, drawn in turn as it sets its heap up: a slab's free list
      * made of its own frees alone carries it (superslab.h, list_tag). Two threads may share
-     * one; the list of the other is then ordered too, for a walk that costs more. */
+     * one: a list the other made (a heap taken over) is then ordered too, from a bitmap as
+     * whole as any, its blocks written where their lines lie in the other core's cache. */
     uint8_t tag;
     /* --- the rest: slabs of its own, other threads' blocks ------------------------------- */
     struct hk_slab *cur[HK_NCLASS + 1] __attribute__((aligned(4096))); /* current slab per

@@ -246,19 +246,33 @@ static inline void hk_list_joins(struct hk_slab *s, uint8_t t, const void *b) {
         s->list_tag = 0;
         return;
     }
+#ifndef HK_HARDENED /* whose lists are never ordered: the tag alone */
+    int small = s->cls < HK_NSMALL; /* a mid span's list is taken a block at a time */
+    uint64_t *bits = hk_slab_fbits(s);
+#endif
     if (!s->free) {
         s->list_tag = t; /* a new list */
-        if (s->bits_dirty) {
-            memset(hk_slab_fbits(s), 0, HK_FBITS_WORDS * sizeof(uint64_t));
+#ifndef HK_HARDENED
+        if (small && s->bits_dirty) {
+            memset(bits, 0, HK_FBITS_WORDS * sizeof(uint64_t));
             s->bits_dirty = 0;
         }
+#endif
     } else if (s->list_tag != t) {
         s->list_tag = 0;
+        return;
     }
-    if (s->list_tag && s->cls < HK_NSMALL) {
-        uint32_t i = (uint32_t)(((uint64_t)((uintptr_t)b & (HK_SLAB_SIZE - 1)) * s->inv) >> 32);
-        hk_slab_fbits(s)[i >> 6] |= (uint64_t)1 << (i & 63);
+#ifndef HK_HARDENED
+    if (!small) return;
+    if (HK_UNLIKELY(s->bits_dirty)) { /* bits lost under a list of its own: no order */
+        s->list_tag = 0;
+        return;
     }
+    uint32_t i = (uint32_t)(((uint64_t)((uintptr_t)b & (HK_SLAB_SIZE - 1)) * s->inv) >> 32);
+    bits[i >> 6] |= (uint64_t)1 << (i & 63);
+#else
+    (void)b;
+#endif
 }
 
 /* Intrusive doubly linked lists of slabs, through next/prev. */
