@@ -334,6 +334,22 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
         hk_free_inline(p);
         return NULL;
     }
+#ifndef HK_HARDENED
+    /* A block of one of the thread's own small slabs, found as free's fast path finds it (a
+     * carved block start by its slab's entry, not marked free): its slab is its own slot,
+     * whose size is the block's. The validation below is for the rest. A realloc of a 16-byte
+     * block to 32 took 174 instructions through it and takes 93 here (a malloc, a copy and a
+     * free among them), and lua5.4 makes 7.3 M of those building binary trees
+     * (bench/programs/lua_trees.lua: a table's array part grown from one value to two): 1.07
+     * times as fast. The same rule as below keeps a block in place. */
+    const struct hk_owned *e = hk_free_entry((uintptr_t)p);
+    if (HK_LIKELY(((uintptr_t)p - e->base) * e->mul < e->lim &&
+                  !hk_marked_as(p, hk_free_mark()))) {
+        size_t bs = hk_slot_of((uintptr_t)p)->bsize;
+        if (n <= bs && (bs <= 128 || n >= bs / 2)) return p;
+        return hk_realloc_move(p, bs, n);
+    }
+#endif
     size_t have;
     if (!hk_usable(p, "realloc", &have)) return NULL;
     if (n > HK_MAX_REQUEST) {
