@@ -439,6 +439,12 @@ static inline struct hk_owned *hk_owned_at(const struct hk_heap *h, uintptr_t a)
 static inline const struct hk_owned *hk_free_entry(uintptr_t a) {
     return hk_owned_in(hk_tls.ftab, hk_tls.fmask, a);
 }
+/* Whether p is a carved block start of the small slab of entry e (one of the calling thread's
+ * own, as free's view of the table shows it) and not marked free: what free's fast path takes
+ * (malloc.c), and realloc's. */
+static inline int hk_owned_block(const struct hk_owned *e, const void *p, uintptr_t mark) {
+    return ((uintptr_t)p - e->base) * e->mul < e->lim && !hk_marked_as(p, mark);
+}
 /* Whether slab s holds its entry in the calling thread's table; for tests. */
 int hk_heap_has_entry(const struct hk_slab *s) HK_INTERNAL;
 /* Entries of the calling thread's owned-slab table; for tests. */

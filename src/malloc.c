@@ -177,14 +177,13 @@ static inline void hk_free_inline(void *p) {
     uintptr_t a = (uintptr_t)p, mark = hk_free_mark();
     const struct hk_owned *e = hk_free_entry(a);
     __asm__("" : "+r"(e)); /* one address for the entry: gcc would derive it twice from %fs */
-    uint64_t off = a - e->base;
     /* A carved block start of one of this thread's small slabs, and not marked free: anything
      * else is validated (and reported) by the slow path. */
-    if (HK_LIKELY(off * e->mul < e->lim && !hk_marked_as(p, mark))) {
+    if (HK_LIKELY(hk_owned_block(e, p, mark))) {
 #ifdef HK_HARDENED
         struct hk_heap *h = hk_heap_here();
         struct hk_slab *s = h->oslab[e - hk_tls.ftab];
-        if (!hk_heap_guard_free(p, s->bsize, off, "free")) return;
+        if (!hk_heap_guard_free(p, s->bsize, a - e->base, "free")) return;
         if (HK_LIKELY(hk_heap_free_fast(h, e, p, mark))) return;
         hk_heap_free_owned(s, p);
 #else
@@ -328,6 +327,15 @@ static void *hk_realloc_move(void *p, size_t have, size_t n) {
     return q;
 }
 
+#ifndef HK_HARDENED
+/* Whether a realloc to n bytes keeps a small or mid block of `have` bytes, `used` of them the
+ * program's data (the block's size, or a mid block's request), where it is: n fits, and fills
+ * at least half the data and 40% of the block, or the block is 128 bytes or less. */
+static inline int hk_keeps_place(size_t have, size_t used, size_t n) {
+    return n <= have && (have <= 128 || (n >= used / 2 && n >= have / 5 * 2));
+}
+#endif
+
 HK_EXPORT void *hak_realloc(void *p, size_t n) {
     if (p == NULL) return hak_malloc(n);
     if (n == 0) { /* glibc: frees and returns NULL */
@@ -342,11 +350,9 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
      * free among them), and lua5.4 makes 7.3 M of those building binary trees
      * (bench/programs/lua_trees.lua: a table's array part grown from one value to two): 1.07
      * times as fast. The same rule as below keeps a block in place. */
-    const struct hk_owned *e = hk_free_entry((uintptr_t)p);
-    if (HK_LIKELY(((uintptr_t)p - e->base) * e->mul < e->lim &&
-                  !hk_marked_as(p, hk_free_mark()))) {
+    if (HK_LIKELY(hk_owned_block(hk_free_entry((uintptr_t)p), p, hk_free_mark()))) {
         size_t bs = hk_slot_of((uintptr_t)p)->bsize;
-        if (n <= bs && (bs <= 128 || n >= bs / 2)) return p;
+        if (hk_keeps_place(bs, bs, n)) return p;
         return hk_realloc_move(p, bs, n);
     }
 #endif
@@ -372,7 +378,7 @@ HK_EXPORT void *hak_realloc(void *p, size_t n) {
         struct hk_slab *s = hk_slab_of((uintptr_t)p);
         int mid = s->bsize > HK_SMALL_MAX;
         size_t used = mid ? hk_mid_used(s, (uintptr_t)p) : have;
-        if (n <= have && (have <= 128 || (n >= used / 2 && n >= have / 5 * 2))) {
+        if (hk_keeps_place(have, used, n)) {
             if (mid) hk_mid_note(s, (uintptr_t)p, n); /* what a later move must copy */
             return p;
         }
