@@ -29,6 +29,14 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     __atomic_store_n(&s->cls, (uint8_t)c, __ATOMIC_RELEASE);
 }
 
+void hk_list_joins_new(struct hk_slab *s, uint8_t t) {
+    s->list_tag = t;
+    if (s->cls < HK_NSMALL && s->bits_dirty) { /* a mid span's list is taken a block at a time */
+        memset(hk_slab_fbits(s), 0, HK_FBITS_WORDS * sizeof(uint64_t));
+        s->bits_dirty = 0;
+    }
+}
+
 void *hk_slab_take_one(struct hk_slab *s) {
     void *b = s->free;
     void *next = hk_link_get(b);
