@@ -1102,26 +1102,69 @@ static inline void hk_walk_start(struct hk_walk *w, struct hk_owner *me) {
     w->ne = 0;
 }
 
-/* The first step of a walk for block b: if it is of one of me's small slabs, whose list is
- * of the tag's own frees (superslab.h, hk_list_key; tag is h->tag) and which neither empties
- * nor stops being full here, onto that slab's list; else set aside for the second step. */
-static inline void hk_walk_fast(struct hk_walk *w, void *b, struct hk_owner *me, uint8_t tag) {
+#ifndef HK_HARDENED
+/* A run of a walk's first step (hk_walk_fast): b, of small slab s, and the blocks after it on
+ * its list that lie in s, up to kmax (at least 1) in all, onto s's list. Their bits are set
+ * and the run, linked already, is spliced on. *took: the blocks taken; returns the block after
+ * them. Out of line, so that the walk's loop keeps its own values in registers, and this
+ * loop its own: inlined, gcc kept the class size's inverse on the stack. */
+static HK_NOINLINE void *hk_walk_run(struct hk_slab *s, void *b, uint32_t kmax, uint32_t *took) {
+    uint64_t *bits = hk_ss_of((uintptr_t)b)->fbits[((uintptr_t)b >> HK_SLAB_SHIFT) & (HK_SLABS - 1)];
+    uint64_t inv = s->inv;
+    uint32_t k = 0;
+    void *x = b, *next;
+    for (;;) {
+        uint32_t i = (uint32_t)((((uintptr_t)x & (HK_SLAB_SIZE - 1)) * inv) >> 32);
+        bits[i >> 6] |= (uint64_t)1 << (i & 63);
+        next = hk_link_get(x);
+        if (++k == kmax || ((uintptr_t)next ^ (uintptr_t)x) >> HK_SLAB_SHIFT) break;
+        x = next;
+    }
+    hk_link_set(x, s->free);
+    s->free = b;
+    s->used -= k;
+    *took = k;
+    return next;
+}
+#endif
+
+/* The first step of a walk, from block b of a list: if b is of one of me's small slabs whose
+ * list is of the tag's own frees (superslab.h, hk_list_key; tag is h->tag) and which is not
+ * full, b and the blocks after it on the list that lie in the same slab, up to max in all and
+ * short of emptying the slab, go onto the slab's list at once (hk_walk_run where there are
+ * several); else b alone is set aside for the second step. *took: the blocks taken or set
+ * aside; returns the block after them.
+ * Where a program frees its objects in the order it made them (a collector's sweep, a
+ * structure taken apart), 92-96% of the blocks a walk takes lie in the slab of the block
+ * before them (phases, bench/sweep, lua5.4's trees and tables): a run's blocks are linked
+ * already, so the run is spliced onto the slab's list, and its slab is tested once. */
+static inline void *hk_walk_fast(struct hk_walk *w, void *b, uint32_t max, uint32_t *took,
+                                 struct hk_owner *me, uint8_t tag) {
+    void *next = hk_link_get(b);
 #ifndef HK_HARDENED /* whose lists carry the tag alone: every block takes the second step */
     struct hk_slab *s = hk_slot_of((uintptr_t)b);
     __asm__("" : "+r"(s)); /* one register for s: gcc would derive it twice */
+    /* The owner first: another thread's slab may be changing under its lock. */
+    uint32_t used;
     if (HK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == me &&
-                  hk_list_key(s) == tag && s->used > 1 && s->list != HK_LIST_FULL)) {
+                  hk_list_key(s) == tag && (used = s->used) > 1 &&
+                  s->list != HK_LIST_FULL)) {
+        if (!(((uintptr_t)next ^ (uintptr_t)b) >> HK_SLAB_SHIFT))
+            return hk_walk_run(s, b, used - 1 < max ? used - 1 : max, took);
         hk_list_bit(s, b);
         hk_link_set(b, s->free);
         s->free = b;
-        s->used--;
-        return;
+        s->used = used - 1;
+        *took = 1;
+        return next;
     }
 #else
-    (void)me, (void)tag;
+    (void)max, (void)me, (void)tag;
 #endif
     hk_link_set(b, w->rare);
     w->rare = b;
+    *took = 1;
+    return next;
 }
 
 /* Block b of the walk w, of a small slab if its owner is w->me: onto that slab's list, and 1;
@@ -1193,10 +1236,10 @@ static void hk_heap_cache_send(struct hk_heap *h, unsigned c, void **from, uint3
     /* Blocks in a cache carry the free mark already: they are relinked, not marked again. */
     struct hk_walk w; /* emptied[] is written before it is read */
     hk_walk_start(&w, c >= HK_NSMALL || !me ? HK_NOBODY : me);
-    for (; b && limit; limit--) {
-        void *next = hk_link_get(b);
-        hk_walk_fast(&w, b, w.me, tag);
-        b = next;
+    while (b && limit) {
+        uint32_t k;
+        b = hk_walk_fast(&w, b, limit, &k, w.me, tag);
+        limit -= k;
     }
     for (void *x = w.rare, *next; x; x = next) {
         next = hk_link_get(x);
@@ -1252,8 +1295,8 @@ static void hk_heap_torn_walk(struct hk_heap *h, unsigned c) {
     while (n) {
         unsigned left = 0; /* lists not done, kept in order at the front */
         for (unsigned i = 0; i < n; i++) {
-            void *b = at[i], *next = hk_link_get(b);
-            hk_walk_fast(&w, b, me, tag);
+            uint32_t k;
+            void *next = hk_walk_fast(&w, at[i], UINT32_MAX, &k, me, tag);
             at[left] = next;
             left += next != NULL;
         }

@@ -738,6 +738,80 @@ TEST(a_slab_of_the_threads_own_frees_is_handed_out_in_address_order) {
     CHECK(in_new_thread(order_none));
 }
 
+/* A walk home takes the blocks of one slab that lie together on the cache's list as a run
+ * (heap.c, hk_walk_run): a program that frees its objects in the order it made them (a
+ * collector's sweep) leaves them so. The slab's count stays exact, the list is handed out in
+ * address order, and a run stops short of emptying its slab: the last block empties it the
+ * one-by-one way, which takes a slab that is not current off the partial list. RUN_N blocks
+ * of 64 bytes fill a slab; the slab is neither current nor full when the runs go home (a
+ * current slab's blocks go home as they are linked). */
+enum { RUN_N = 1024 };
+static void *p_run[RUN_N], *q_run[RUN_N], *fill_run[2 * RUN_N];
+static int fill_past(struct hk_slab *s, int *n) {
+    int ok = 1, k = *n;
+    do { /* until a block of another slab than the current one, s */
+        fill_run[k] = hak_malloc(64);
+        ok &= k < 2 * RUN_N - 1;
+    } while (ok && hk_slab_of((uintptr_t)fill_run[k++]) == s);
+    *n = k;
+    return ok;
+}
+static void *walk_runs(void *arg) {
+    (void)arg;
+    int ok = 1, nfill = 0;
+    for (int i = 0; i < RUN_N; i++) p_run[i] = hak_malloc(64);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p_run[0]);
+    for (int i = 0; i < RUN_N; i++) ok &= hk_slab_of((uintptr_t)p_run[i]) == s;
+    CHECKF(ok && s->carved == RUN_N, "carved %u", s->carved);
+    fill_run[nfill++] = hak_malloc(64); /* s full, another current */
+    struct hk_slab *s2 = hk_slab_of((uintptr_t)fill_run[0]);
+    CHECK(s2 != s);
+    hak_free(p_run[0]); /* s partial */
+    p_run[0] = NULL;
+    hk_heap_flush();
+    CHECKF(s->list == HK_LIST_PARTIAL && s->used == RUN_N - 1, "list %u", s->list);
+    /* Every block but each eighth freed, in the order made. */
+    int freed = 1;
+    for (int i = 1; i < RUN_N; i++) {
+        if (i % 8 == 0) continue;
+        hak_free(p_run[i]);
+        p_run[i] = NULL;
+        freed++;
+    }
+    hk_heap_flush();
+    CHECKF(s->used == RUN_N / 8 - 1 && s->list_tag == hk_tls.heap->tag, "used %u, tag %u", s->used,
+           s->list_tag);
+    /* Once s2 is full, malloc takes s's list, in address order, and none of the live blocks. */
+    CHECK(fill_past(s2, &nfill));
+    q_run[0] = fill_run[--nfill];
+    uintptr_t last = 0;
+    int rising = 0, live_again = 0;
+    for (int i = 0; i < freed; i++) {
+        uintptr_t b = (uintptr_t)(q_run[i] = i ? hak_malloc(64) : q_run[0]);
+        rising += b > last && hk_slab_of(b) == s;
+        last = b;
+        for (int k = 8; k < RUN_N; k += 8) live_again += (void *)b == p_run[k];
+    }
+    CHECKF(rising == freed && live_again == 0 && s->used == RUN_N,
+           "%d of %d above the one before, %d live, used %u", rising, freed, live_again, s->used);
+    for (int i = 0; i < freed; i++)
+        p_run[((uintptr_t)q_run[i] - (uintptr_t)hk_slab_base(s)) / 64] = q_run[i];
+    /* s full again and another current: one block freed makes it partial, and the rest,
+     * freed in the order made, empty it. */
+    CHECK(fill_past(s, &nfill));
+    hak_free(p_run[0]);
+    hk_heap_flush();
+    CHECKF(s->list == HK_LIST_PARTIAL && s->used == RUN_N - 1, "list %u, used %u", s->list,
+           s->used);
+    for (int i = 1; i < RUN_N; i++) hak_free(p_run[i]);
+    hk_heap_flush();
+    CHECKF(s->cls != 3 || (s->used == 0 && s->list != HK_LIST_PARTIAL), "used %u, list %u",
+           s->used, s->list);
+    for (int i = 0; i < nfill; i++) hak_free(fill_run[i]);
+    return (void *)(uintptr_t)ok;
+}
+TEST(a_walk_home_takes_a_slabs_blocks_in_runs) { CHECK(in_new_thread(walk_runs)); }
+
 /* Blocks another thread freed join the owner's slab list from its inbox: the list is then
  * not the owner's own (list_tag 0), and malloc takes it as it lies, without walking lines that
  * lie in the other core's cache. */
@@ -1371,6 +1445,7 @@ int main(void) {
     RUN(classes_torn_down_together_go_home_together);
     RUN(a_class_torn_down_and_reused_sends_its_last_blocks_home);
     RUN(a_slab_of_the_threads_own_frees_is_handed_out_in_address_order);
+    RUN(a_walk_home_takes_a_slabs_blocks_in_runs);
     RUN(another_threads_frees_leave_a_slab_list_unordered);
     RUN(a_room_grows_for_waves_longer_than_it);
 #endif
