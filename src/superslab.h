@@ -265,15 +265,18 @@ static inline void hk_list_bit(const struct hk_slab *s, const void *b) {
  * The common case, a thread's own block joining its list of its own, is one compare
  * (hk_list_key) before the bit is set: the three tests it stands for (an empty list, another
  * tag, a dirty bitmap) cost a walk home 28 instructions a block, the walk 60 in all (phases
- * under callgrind). It also holds where t is 0 and so is the key (a list of other threads'
- * frees, its bitmap clean): the bit set there is never read, since such a list is taken as it
- * lies, which marks the bitmap dirty. A mid span's bitmap is always dirty (it never starts
- * a list of its own), so its key never matches. */
+ * under callgrind). A mid span's bitmap is always dirty (it never starts a list of its own),
+ * so its key never matches. Another thread's free (t 0, a constant where it is known) clears
+ * the tag and sets no bit. */
 void hk_list_joins_new(struct hk_slab *s, uint8_t t) HK_INTERNAL;
 static inline void hk_list_joins(struct hk_slab *s, uint8_t t, const void *b) {
+    if (t == 0) {
+        s->list_tag = 0;
+        return;
+    }
 #ifndef HK_HARDENED /* whose lists are never ordered: the tag alone */
     if (HK_UNLIKELY(hk_list_key(s) != t)) {
-        if (s->free || !t) { /* another thread's list, or one made before a dirty bitmap */
+        if (s->free) { /* another thread's list, or one made before a dirty bitmap */
             s->list_tag = 0;
             return;
         }
