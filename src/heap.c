@@ -1136,8 +1136,7 @@ static HK_NOINLINE void *hk_walk_run(struct hk_slab *s, void *b, uint32_t kmax, 
  * full, b and the blocks after it on the list that lie in the same slab, up to max in all and
  * short of emptying the slab, go onto the slab's list at once (hk_walk_run where there are
  * several); else b alone goes to away if another thread owns its slab, or is set aside for
- * the second step. *took: the blocks taken or set
- * aside; returns the block after them.
+ * the second step. *took: the blocks taken or set aside; returns the block after them.
  * Where a program frees its objects in the order it made them (a collector's sweep, a
  * structure taken apart), 92-96% of the blocks a walk takes lie in the slab of the block
  * before them (phases, bench/sweep, lua5.4's trees and tables): a run's blocks are linked

@@ -265,8 +265,8 @@ static inline void hk_list_bit(const struct hk_slab *s, const void *b) {
  * The common case, a thread's own block joining its list of its own, is one compare
  * (hk_list_key) before the bit is set: the three tests it stands for (an empty list, another
  * tag, a dirty bitmap) cost a walk home 28 instructions a block, the walk 60 in all (phases
- * under callgrind). A mid span's bitmap is always dirty (it never starts a list of its own),
- * so its key never matches. Another thread's free (t 0, a constant where it is known) clears
+ * under callgrind). A mid span's bitmap stays dirty (its list is taken a block at a time and
+ * never ordered: hk_list_joins_new leaves it), so its key never matches. Another thread's free (t 0, a constant where it is known) clears
  * the tag and sets no bit. */
 void hk_list_joins_new(struct hk_slab *s, uint8_t t) HK_INTERNAL;
 static inline void hk_list_joins(struct hk_slab *s, uint8_t t, const void *b) {
