@@ -1112,13 +1112,11 @@ static inline void hk_walk_start(struct hk_walk *w, struct hk_owner *me) {
  * them. Out of line, so that the walk's loop keeps its own values in registers, and this
  * loop its own: inlined, gcc kept the class size's inverse on the stack. */
 static HK_NOINLINE void *hk_walk_run(struct hk_slab *s, void *b, uint32_t kmax, uint32_t *took) {
-    uint64_t *bits = hk_ss_of((uintptr_t)b)->fbits[((uintptr_t)b >> HK_SLAB_SHIFT) & (HK_SLABS - 1)];
-    uint64_t inv = s->inv;
+    uint64_t *bits = hk_list_bits(b), inv = s->inv;
     uint32_t k = 0;
     void *x = b, *next;
     for (;;) {
-        uint32_t i = (uint32_t)((((uintptr_t)x & (HK_SLAB_SIZE - 1)) * inv) >> 32);
-        bits[i >> 6] |= (uint64_t)1 << (i & 63);
+        hk_list_bit_in(bits, inv, x);
         next = hk_link_get(x);
         if (++k == kmax || ((uintptr_t)next ^ (uintptr_t)x) >> HK_SLAB_SHIFT) break;
         x = next;
@@ -2727,7 +2725,7 @@ static int hk_heaps_many(void) {
  * fifth of its speed, larson with threads of 1,000 steps an eighth). */
 static void *hk_list_in_order(const struct hk_heap *h, struct hk_slab *s, void *l) {
     uint64_t *bits = hk_slab_fbits(s);
-    if (s->list_tag != h->tag) {
+    if (hk_list_key(s) != h->tag) { /* another's list, or a bitmap with bits of no list */
         s->bits_dirty = 1;
         return l;
     }

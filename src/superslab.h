@@ -250,13 +250,20 @@ _Static_assert(offsetof(struct hk_slab, bits_dirty) == offsetof(struct hk_slab, 
                "list_tag and bits_dirty adjacent (hk_list_key)");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "hk_list_key reads list_tag low");
 
-/* Sets the bit of block b in the bitmap of free blocks of its small slab s. A small slab is
- * its block's slot: the bitmap is found from b as from s. */
-static inline void hk_list_bit(const struct hk_slab *s, const void *b) {
+/* The bitmap of free blocks of the small slab holding block b: a small slab is its block's
+ * slot, so it is found from b as from the slab. */
+static inline uint64_t *hk_list_bits(const void *b) {
     uintptr_t a = (uintptr_t)b;
-    uint64_t *bits = hk_ss_of(a)->fbits[(a >> HK_SLAB_SHIFT) & (HK_SLABS - 1)];
-    uint32_t i = (uint32_t)(((uint64_t)(a & (HK_SLAB_SIZE - 1)) * s->inv) >> 32);
+    return hk_ss_of(a)->fbits[(a >> HK_SLAB_SHIFT) & (HK_SLABS - 1)];
+}
+/* Sets block b's bit in bitmap bits of its slab, whose inv (struct hk_slab) is given. */
+static inline void hk_list_bit_in(uint64_t *bits, uint64_t inv, const void *b) {
+    uint32_t i = (uint32_t)((((uintptr_t)b & (HK_SLAB_SIZE - 1)) * inv) >> 32);
     bits[i >> 6] |= (uint64_t)1 << (i & 63);
+}
+/* Sets the bit of block b in the bitmap of free blocks of its small slab s. */
+static inline void hk_list_bit(const struct hk_slab *s, const void *b) {
+    hk_list_bit_in(hk_list_bits(b), s->inv, b);
 }
 
 /* Block b of slab s is about to join its free list, freed by the thread of tag t (0: by
