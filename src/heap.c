@@ -18,42 +18,17 @@
 #include "large.h"
 #include "lock.h"
 #include "orphan.h"
+#include "owned.h"
 #include "transfer.h"
 #include "os.h"
 #include "policy.h"
 #include "pool.h"
 #include "report.h"
+#include "room.h"
 #include "stats.h"
 #include "trace.h"
 
-const struct hk_owned hk_owned_none = {.lim = 0};
 static struct hk_slab *hk_oslab_none[1];
-
-#ifndef HK_HARDENED
-/* Each class's room after a refill: for a small class HK_ROOM_BYTES of blocks, HK_ROOM_MIN to
- * HK_ROOM_MAX; for a mid class HK_MID_ROOM_BYTES of blocks where that is 2 or more, else 1,
- * which the stash leaves alone (it keeps none of the class). */
-#define HK_ROOM_OF(d)                                                                          \
-    (uint16_t)(HK_ROOM_BYTES / (d) < HK_ROOM_MIN   ? HK_ROOM_MIN                               \
-               : HK_ROOM_BYTES / (d) > HK_ROOM_MAX ? HK_ROOM_MAX                               \
-                                                   : HK_ROOM_BYTES / (d)),
-#define HK_MID_ROOM_OF(d) (uint16_t)(HK_MID_ROOM_BYTES / (d) < 2 ? 1 : HK_MID_ROOM_BYTES / (d)),
-static const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
-                                                    HK_MID_SIZES(HK_MID_ROOM_OF)};
-
-/* Class c's full room for thread heap h: its first room, grown for a class that the thread
- * allocates in waves longer than it (hk_room_grow). */
-static inline unsigned hk_room_full(const struct hk_heap *h, unsigned c) {
-    return hk_room_max[c] + h->room_more[c];
-}
-
-/* The room of class c torn down (hk_heap_cache_full): an eighth of its full room, and
- * HK_ROOM_TORN blocks at most. */
-static inline unsigned hk_room_torn(const struct hk_heap *h, unsigned c) {
-    unsigned eighth = hk_room_full(h, c) / 8u;
-    return eighth < HK_ROOM_TORN ? eighth : HK_ROOM_TORN;
-}
-#endif
 
 /* --- heap records ---------------------------------------------------------------------------
  *
@@ -81,9 +56,6 @@ static const struct hk_heap hk_heap_none = {
     .otab = (struct hk_owned *)&hk_owned_none,
     .oslab = hk_oslab_none,
 };
-
-/* Notes that h's fields past its first page are being written (see rest_written). */
-static inline void hk_heap_rest_written(struct hk_heap *h) { h->rest_written = 1; }
 
 HK_TLS struct hk_tls hk_tls = {
     .heap = (struct hk_heap *)&hk_heap_none,   /* read by the fast paths, never written */
@@ -114,49 +86,6 @@ _Static_assert(offsetof(struct hk_heap, room) ==
 #define HK_TICK_MS 10      /* a thread's tick runs at most this often */
 #define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
 
-#ifndef HK_HARDENED
-/* What frees took of class c's room since it was last set (only frees lower the counter). */
-static inline uintptr_t hk_room_used(const struct hk_heap *h, unsigned c) {
-    return h->room[c] < (intptr_t)h->room_given[c] ? (uintptr_t)(h->room_given[c] - h->room[c])
-                                                    : 0;
-}
-
-/* Gives class c a room of r: on free's counter, but for at most HK_ROOM_BEAT of it while the
- * thread's rooms beat (heap.h), the rest put aside with what malloc takes (taken[c]), for
- * hk_room_make_up. */
-static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
-    HK_ASSERT(c < HK_NCLASS);
-    uintptr_t now = r > HK_ROOM_BEAT && h->beat_since ? HK_ROOM_BEAT : r;
-    h->fused += hk_room_used(h, c); /* for hk_heap_choose_free */
-    h->room[c] = (intptr_t)now;
-    h->room_given[c] = (uint16_t)now;
-    h->room_set |= (uint64_t)1 << c;
-    h->taken[c] = r - now;
-}
-
-/* The room that frees took from all classes since the rooms were last set. Frees take room
- * only of a class whose room was set (a refill, or an entry for a slab taken over, sets it
- * first), so the others are not looked at: every tick and every switch of owned-slab tables
- * looked at all 64 (a thread's first tick and first slab, about 1,300 instructions). */
-static uint64_t hk_rooms_used(const struct hk_heap *h) {
-    uint64_t used = 0;
-    for (uint64_t m = h->room_set; m; m &= m - 1)
-        used += hk_room_used(h, (unsigned)__builtin_ctzll(m));
-    return used;
-}
-
-/* The thread's small frees since the last choice between the two ways to free
- * (hk_heap_choose_free), given `used`, the rooms' hk_rooms_used. The fast path counts
- * nothing, but each free there takes 1 from its class's room: the room used (counted when a
- * room is set, hk_room_set, and in the rooms in use) less what slow paths put into caches is
- * what the fast path took; and every small free puts its block into a cache, or is refused
- * by hk_free_by_meta (of the refused, the full path puts some into a cache: fpushed). */
-static uint64_t hk_small_frees(const struct hk_heap *h, uint64_t used) {
-    uint64_t room = h->fused + used - h->fused_seen;
-    return (room > h->fpushed ? room - h->fpushed : 0) + h->frefused;
-}
-#endif
-
 /* The calling thread has just left `bytes` idle (now): once what it left idle within a tick,
  * less what it took back (a kept or pooled slab, a large block), makes HK_BEAT_BYTES, its
  * rooms beat until the purge delay has passed (hk_heap_tick ends it). A program that frees a
@@ -183,223 +112,6 @@ static void hk_heap_beat(struct hk_heap *h, uint64_t now, size_t bytes) {
     (void)start;
 #endif
 }
-
-/* The owned-slab table entry of slab s, and the slab that holds it (NULL: none). */
-static inline struct hk_owned *hk_owned_entry(struct hk_heap *h, const struct hk_slab *s) {
-    return hk_owned_at(h, (uintptr_t)hk_slab_base(s));
-}
-static inline struct hk_slab **hk_owned_holder(struct hk_heap *h, const struct hk_owned *e) {
-    return &h->oslab[e - h->otab];
-}
-
-/* A mapped table of n entries (a power of two, at least 256): the entries, then their slabs,
- * then a bit per entry that is set once the entry has been written. A spare table (see
- * hk_owned_grow) is cleared by those bits, not whole: a thread that takes over a record and
- * grows its table as the thread before it did has a few dozen entries to clear, where a
- * memset of the spare's 1,024 entries wrote 41 KiB, 36,000 instructions (mixed_churn with 16
- * threads of 2,000 steps each: 3% of all, the bits' upkeep counted). */
-static inline size_t hk_owned_bytes(size_t n) {
-    return n * (sizeof(struct hk_owned) + sizeof(struct hk_slab *)) + n / 8;
-}
-static inline uint64_t *hk_owned_written(struct hk_owned *t, size_t n) {
-    return (uint64_t *)((struct hk_slab **)(t + n) + n);
-}
-/* Notes that entry i of the heap's mapped table was written (its bits follow its slabs). */
-static inline void hk_owned_wrote(struct hk_heap *h, size_t i) {
-    uint64_t *w = (uint64_t *)(h->oslab + (h->omask >> 5) + 1);
-    w[i >> 6] |= (uint64_t)1 << (i & 63);
-}
-
-/* Makes every entry of mapped table t of n entries that was written empty again. */
-static void hk_owned_clean(struct hk_owned *t, size_t n) {
-    uint64_t *w = hk_owned_written(t, n);
-    struct hk_slab **holder = (struct hk_slab **)(t + n);
-    for (size_t k = 0; k < n / 64; k++) {
-        for (uint64_t m = w[k]; m; m &= m - 1) {
-            size_t i = k * 64 + (size_t)__builtin_ctzll(m);
-            memset(&t[i], 0, sizeof t[i]);
-            holder[i] = NULL;
-        }
-        w[k] = 0;
-    }
-}
-
-/* Gives small slab s the entry of its index, set for s being current or not, and returns the
- * slab that held it before. */
-static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
-    struct hk_owned *e = hk_owned_entry(h, s);
-    struct hk_slab **holder = hk_owned_holder(h, e), *was = *holder;
-    int current = h->cur[s->cls] == s;
-    if (h->otab != h->owned) hk_owned_wrote(h, (size_t)(holder - h->oslab));
-    e->base = (uintptr_t)hk_slab_base(s);
-    e->mul = hk_class_mul[s->cls];
-    e->lim = s->lim * e->mul;
-    *holder = s;
-#ifndef HK_HARDENED
-    (void)current;
-    e->head = &h->free[s->cls];
-#else
-    e->head = current ? &h->free[s->cls] : &s->free;
-#endif
-    return was;
-}
-
-static void hk_owned_grow(struct hk_heap *h);
-static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n);
-
-/* Notes n frees to the thread's own slabs that found another slab in their entry, or n slabs
- * that took another's entry: where that happens a quarter of the table's size of times
- * within a tick, the thread owns more slabs than the table holds, and it grows. Slabs that
- * take each other's entries alone do not tell it: a thread whose current slabs stay put
- * (larson, 2 threads, some 50 slabs each) took few entries and sent a quarter of its frees
- * to the slow path with a first table of 64 entries. */
-static void hk_owned_missed(struct hk_heap *h, uint32_t n) {
-    h->omiss += n;
-    if (h->omiss < h->ogrow_at) return;
-#ifndef HK_HARDENED
-    /* Misses that are few beside the frees that hit do not pay for a larger table: a thread
-     * that owns some 100 slabs has a few pairs of them share an entry in any table, and a
-     * fast one misses a quarter of its table's size within a tick all the same. larson's
-     * threads, each living a couple of milliseconds on 16 cores, grew to 4,096 entries, too
-     * large to stay with their records, and so mapped and unmapped a table each (the
-     * mappings' faults doubled its page faults, and an unmapping stops every core the process
-     * runs on). Weighed again when the misses have doubled. */
-    uint64_t frees = hk_small_frees(h, hk_rooms_used(h));
-    frees = frees > h->ofrees ? frees - h->ofrees : 0;
-    if ((uint64_t)h->omiss * HK_OWNED_MISS_SHARE < frees) {
-        h->ogrow_at = h->omiss * 2;
-        return;
-    }
-#endif
-    hk_owned_grow(h);
-}
-
-/* Starts counting the table's misses afresh (at a tick, or a new table): it grows once a
- * quarter of its size missed it, if that is 1 in HK_OWNED_MISS_SHARE of the small frees
- * since. */
-static void hk_owned_window(struct hk_heap *h) {
-    h->omiss = 0;
-    h->ogrow_at = (uint32_t)((h->omask >> 5) + 1) / 4;
-#ifndef HK_HARDENED
-    h->ofrees = hk_small_frees(h, hk_rooms_used(h));
-#endif
-}
-
-/* Gives small slab s the entry of its index (a slab there loses it: its frees take the slow
- * path), set for s being current or not; that a slab lost its entry counts as a miss
- * (hk_owned_missed). While counting, the table stays empty: every free is counted on the
- * slow path. */
-static void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
-    if (s->cls >= HK_NSMALL || hk_counting) return;
-    /* The first table (owned[], beyond the record's first page) is the heap's from its first
-     * slab on, not from its set-up: a thread that owns no slab never reads it (see "Heap
-     * records"). Only the owner switches tables; a helper (see "Idle owners") moves slabs
-     * of an owner that has had them, and so its table, already. */
-    if (HK_UNLIKELY(h->otab == &hk_owned_none)) {
-        if (h != hk_tls.heap) return;
-        hk_owned_switch(h, h->owned, HK_OWNED);
-    }
-#ifndef HK_HARDENED
-    /* Free's fast path tests the room for 0 only, so an entry needs a room of 1 or more: a
-     * class the thread has not refilled yet, whose slabs it took over, has none. */
-    if (h->room[s->cls] <= 0) hk_room_set(h, s->cls, hk_room_full(h, s->cls));
-#endif
-    struct hk_slab *was = hk_owned_put(h, s);
-    if (was != NULL && was != s) hk_owned_missed(h, 1);
-}
-
-/* Takes slab s out of the table. A helper may do this while the owner's free reads the entry
- * (heap.c, "Idle owners"): the one store of lim makes it admit nothing, and the rest of it may
- * stay as it was. */
-static void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
-    struct hk_owned *e = hk_owned_entry(h, s);
-    struct hk_slab **holder = hk_owned_holder(h, e);
-    if (*holder == s) {
-        __atomic_store_n(&e->lim, 0, __ATOMIC_RELAXED);
-        *holder = NULL;
-    }
-}
-
-/* Free's view of the owned-slab table: the table, or, while the thread frees by slab metadata
- * (heap.h, "Two ways to free"), an entry that admits nothing. */
-static void hk_free_view(struct hk_heap *h) {
-    HK_ASSERT(h == hk_tls.heap);
-    hk_tls.ftab = h->free_any ? (struct hk_owned *)&hk_owned_none : h->otab;
-    hk_tls.fmask = h->free_any ? 0 : h->omask;
-}
-
-/* Makes the table of n entries at t (zeroed: every entry empty) the heap's. The one before,
- * if it was mapped, becomes the record's spare (see hk_owned_grow) if it is the larger and
- * at most HK_OWNED_SPARE entries, else it is unmapped. Only the owner changes its table, on
- * its slow paths (marked busy: no helper is at work, and free's fast path runs on this
- * thread), so nothing reads the old one after this. */
-static void hk_owned_switch(struct hk_heap *h, struct hk_owned *t, size_t n) {
-    struct hk_owned *old = h->otab;
-    size_t oldn = (h->omask >> 5) + 1;
-    if (t == h->owned) hk_heap_rest_written(h);
-    h->otab = t;
-    h->oslab = t == h->owned ? h->owned_slab : (struct hk_slab **)(t + n);
-    h->omask = (uintptr_t)(n - 1) << 5;
-    hk_owned_window(h);
-    hk_free_view(h);
-    if (old == h->owned || old == &hk_owned_none) return;
-    if (oldn <= HK_OWNED_SPARE && oldn > h->ospare_n) {
-        struct hk_owned *drop = h->ospare;
-        size_t dropn = h->ospare_n;
-        h->ospare = old;
-        h->ospare_n = oldn;
-        old = drop;
-        oldn = dropn;
-    }
-    if (old) hk_os_unmap(old, hk_owned_bytes(oldn));
-}
-
-/* Moves the heap to a table 4 times larger, and gives every slab that may hold an entry its
- * entry there: the current slabs, the partial ones and (but in the hardened build) the full
- * ones. The table is the record's spare, its written entries cleared, if that is as large:
- * a thread's grown table stays with its record when the thread exits, for the next thread
- * that takes the record; larson's threads, which each take over the last one's slabs, grew
- * a table each, and a mapping's faults and unmapping took 4% of its time (7,000 to 13,000
- * faults against 1,100, 2 threads, 2 s). Else it is mapped; if the OS refuses the memory,
- * the table stays as it is. */
-static void hk_owned_grow(struct hk_heap *h) {
-    size_t n = ((h->omask >> 5) + 1) * 4;
-    h->omiss = 0;
-    if (n > HK_OWNED_MAX || h->otab == &hk_owned_none) return;
-    struct hk_owned *t;
-    if (h->ospare_n >= n) {
-        t = h->ospare;
-        n = h->ospare_n;
-        h->ospare = NULL;
-        h->ospare_n = 0;
-        hk_owned_clean(t, n);
-    } else if ((t = hk_os_map(hk_owned_bytes(n))) == NULL) {
-        return;
-    }
-    hk_owned_switch(h, t, n);
-    for (unsigned c = 0; c < HK_NSMALL; c++) {
-        if (h->cur[c]) hk_owned_put(h, h->cur[c]);
-        for (struct hk_slab *s = h->partial[c]; s; s = s->next) hk_owned_put(h, s);
-#ifndef HK_HARDENED
-        for (struct hk_slab *s = h->full[c]; s; s = s->next) hk_owned_put(h, s);
-#endif
-    }
-    if (HK_TRACING(HK_T_THREAD))
-        hk_trace(HK_T_THREAD, "owned-slab table grown (the thread owns more slabs)", "entries", n,
-                 "bytes", hk_owned_bytes(n), NULL, 0);
-}
-
-#ifndef HK_HARDENED
-unsigned hk_heap_room_full(unsigned c) { return hk_room_full(hk_tls.heap, c); }
-#endif
-
-int hk_heap_has_entry(const struct hk_slab *s) {
-    struct hk_heap *h = hk_tls.heap;
-    struct hk_owned *e = hk_owned_entry(h, s);
-    return *hk_owned_holder(h, e) == s && e->lim != 0;
-}
-
-size_t hk_heap_table_size(void) { return (hk_tls.heap->omask >> 5) + 1; }
 
 int hk_heap_frees_by_meta(void) { return hk_tls.heap->free_any; }
 
@@ -1320,20 +1032,6 @@ static void hk_heap_torn_walk(struct hk_heap *h, unsigned c) {
 }
 #endif
 
-/* Sets class c's full room back to its first size (heap.h, HK_ROOM_GROW_BYTES): the class
- * went quiet, or the thread gives everything back. */
-static void hk_room_reset(struct hk_heap *h, unsigned c) {
-#ifndef HK_HARDENED
-    if (h->room_more[c]) {
-        h->room_grown -= (uint32_t)h->room_more[c] * hk_class_size[c];
-        h->room_more[c] = 0;
-    }
-    h->room_sent &= ~((uint64_t)1 << c);
-#else
-    (void)h, (void)c;
-#endif
-}
-
 /* Empties the cache of class c. */
 static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     void *b = h->free[c];
@@ -1403,14 +1101,6 @@ static void hk_heap_uncache_all(struct hk_heap *h) {
 }
 
 #ifndef HK_HARDENED
-/* Puts what was put aside of class c's room, and what malloc took since, back on free's
- * counter, the whole up to the full room (hk_room_set); returns the counter. */
-static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
-    uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = hk_room_full(h, c);
-    hk_room_set(h, c, room < max ? room : max);
-    return (uintptr_t)h->room[c];
-}
-
 /* The cache has taken a room's worth of frees since its room was last set. malloc's fast path
  * counts what it takes in taken[c], apart from the room: a count that free and malloc both
  * change would chain every free to the malloc before it through memory (tight 32 ran 9%
@@ -1437,26 +1127,6 @@ static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
  * thread a round: a peak of 56 MiB with an eighth of the full room, 48 with 16 blocks, 46
  * with 8, at the same speed; 44 when the blocks went through the orphans). */
 #define HK_ROOM_FREER 8u
-
-/* Class c ran dry after its cache sent blocks home (hk_heap_cache_full): the thread allocates
- * and frees the class in waves longer than its room, and what went home must come back
- * through a refill, from lines no longer in this core's cache. So the room doubles, up to
- * HK_ROOM_GROW_BYTES of blocks and HK_ROOM_MAX, while the thread's rooms together stay within
- * HK_ROOM_GROWN_MAX bytes of their first size; hk_room_reset sets it back. A thread that
- * only frees the class (a structure torn down) never refills it, and its room stays. scatter
- * (100 frees, then 100 mallocs, of 8 bytes to 16 KiB; a class of 4 KiB or more had a room of
- * 8 blocks, and a wave holds about 10 of it) ran 1.14 times as fast with 1 thread and 1.17
- * with 2 (0.96 and 0.87 of tcmalloc's speed); a room of 32 blocks for every such class did as
- * well, but for every thread and class, waves or not. */
-static void hk_room_grow(struct hk_heap *h, unsigned c) {
-    h->room_sent &= ~((uint64_t)1 << c);
-    uint32_t d = hk_class_size[c], full = hk_room_full(h, c);
-    uint32_t cap = HK_ROOM_GROW_BYTES / d < HK_ROOM_MAX ? HK_ROOM_GROW_BYTES / d : HK_ROOM_MAX;
-    uint32_t next = 2 * full < cap ? 2 * full : cap;
-    if (next <= full || h->room_grown + (next - full) * d > HK_ROOM_GROWN_MAX) return;
-    h->room_grown += (next - full) * d;
-    h->room_more[c] = (uint16_t)(next - hk_room_max[c]);
-}
 
 static void hk_heap_tick_if_due(struct hk_heap *h);
 

@@ -51,7 +51,7 @@
  *
  * Reuse (the room): a refill sets room[c] to the class's full room, HK_ROOM_BYTES of blocks
  * (HK_ROOM_MIN to HK_ROOM_MAX) at first, more for a class the thread allocates and frees in
- * waves longer than that (HK_ROOM_GROW_BYTES below); each block free puts into the cache takes
+ * waves longer than that (room.h, HK_ROOM_GROW_BYTES); each block free puts into the cache takes
  * 1, and malloc counts each block it takes in taken[c] (apart: a count both change would chain
  * each free to the malloc before it through memory). When the room runs out, the blocks malloc
  * took are given back as room (up to the full room); if that leaves none (malloc took nothing
@@ -161,47 +161,6 @@ struct hk_owned {
 /* 32 bytes, so that free finds its entry with a shift and a mask (a multiply by 5 before):
  * the slab itself, which only slow paths read, is kept beside the table (owned_slab). */
 _Static_assert(sizeof(struct hk_owned) == 32, "owned-slab entries are 32 bytes");
-
-/* A cache's room (see "Reuse" above) after a refill: HK_ROOM_BYTES of its class's blocks,
- * HK_ROOM_MIN to HK_ROOM_MAX of them. */
-#define HK_ROOM_BYTES 32768u
-#define HK_ROOM_MIN 8u
-#define HK_ROOM_MAX 1024u
-/* After a walk of a class it frees without reusing (see "Reuse" above), a small class's
- * room is an eighth of its full room, and at most HK_ROOM_TORN blocks (heap.c,
- * hk_heap_cache_full). The next walk reads each block's link again. An eighth is up to 256
- * blocks of 16 bytes (512 while the room is grown), and a structure of blocks of several
- * classes, freed in turn, filled the caches with some 700 blocks of 16 to 128 bytes before
- * each one's walk, more lines than a core's first-level cache holds, so the walks read them
- * from the second. With 32, about 250: teardown 500000 4 16 128 random 42 ran 1.04 times as
- * fast (11 interleaved runs; 1.03 with 2,000,000 blocks, 1.02 with blocks of 16 to 1,024
- * bytes), and blocks of one class (32 bytes, whose eighth is 128) at the same speed. With 16:
- * 1.07, 1.02, 1.03, and 0.95 for the one class, whose walks then cost more than they save. */
-#define HK_ROOM_TORN 32u
-/* A small class's full room grows for a thread that sends blocks home and then runs dry
- * (heap.c, hk_room_grow): doubled at such a refill, up to HK_ROOM_GROW_BYTES of its blocks
- * (and HK_ROOM_MAX), while all the thread's rooms together have grown by at most
- * HK_ROOM_GROWN_MAX bytes; back to the first room when the class goes quiet (see
- * "Footprint"), at a trim and at thread exit. */
-#define HK_ROOM_GROW_BYTES (256u * 1024)
-#define HK_ROOM_GROWN_MAX (2u * 1024 * 1024)
-/* While a thread has left memory idle that is not yet released (beat_since below), its room
- * is handed to free's counter HK_ROOM_BEAT at a time, the rest put aside with taken[] (heap.c,
- * hk_room_set), and the clock is read once rooms that ran out took HK_ROOM_BEAT frees:
- * whatever the thread then does with a class, a slow path that looks at the clock comes
- * within 2 * HK_ROOM_BEAT frees of it, and the memory goes back on time (see "Footprint"). */
-#define HK_ROOM_BEAT 64u
-/* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 128 KiB
- * of its blocks, so 2 or 3 blocks up to 64 KiB, and none of a class above (the stash leaves
- * the last 1 of a room alone). Before the transfer lists (transfer.h) caught what a stash
- * cannot take, a small stash left blocks in inboxes (blocks of 64 KiB..1 MiB shared by 16
- * threads peaked at 1.42 GB with 1 MiB, against 1.18 with 4 MiB). With them, what a stash
- * holds is memory no other thread can use, while on the list any thread's next refill takes
- * it: shared_swap_big16 ran 1.12 times as fast with 128 KiB as with 1 MiB and peaked at 14%
- * less; mixed_churn 1.04 times. A block of each class above 64 KiB a thread, which 128 KiB
- * still left, was as much again: without it, mixed_churn with 16 threads (2 cores) peaks 8%
- * lower and runs 1.09 times as fast, shared_swap_big16 6% lower and 1.09 times (2026-11-29). */
-#define HK_MID_ROOM_BYTES (128u * 1024)
 
 /* A thread's first blocks of a small class come from the class's shared slab (orphan.h) only
  * while more than this many threads have heaps: a slab a class costs each thread a page or
@@ -405,6 +364,9 @@ struct hk_heap {
 /* retained_mask, refilled, allocated and room_sent hold a bit per class. */
 _Static_assert(HK_NCLASS <= 64, "a class bitmask is 64 bits");
 
+/* Notes that h's fields past its first page are being written (see rest_written). */
+static inline void hk_heap_rest_written(struct hk_heap *h) { h->rest_written = 1; }
+
 /* What each thread keeps in its own static TLS: a pointer to its heap and free's view of the
  * owned-slab table, 24 bytes. The heap itself (about 12 KiB) is a record mapped apart
  * (heap.c, "Heap records"): glibc carves a thread's static TLS out of its stack, and refuses
@@ -445,14 +407,6 @@ static inline const struct hk_owned *hk_free_entry(uintptr_t a) {
 static inline int hk_owned_block(const struct hk_owned *e, const void *p, uintptr_t mark) {
     return ((uintptr_t)p - e->base) * e->mul < e->lim && !hk_marked_as(p, mark);
 }
-/* Whether slab s holds its entry in the calling thread's table; for tests. */
-int hk_heap_has_entry(const struct hk_slab *s) HK_INTERNAL;
-/* Entries of the calling thread's owned-slab table; for tests. */
-size_t hk_heap_table_size(void) HK_INTERNAL;
-#ifndef HK_HARDENED
-/* Class c's full room in the calling thread's heap (see "Reuse"); for tests. */
-unsigned hk_heap_room_full(unsigned c) HK_INTERNAL;
-#endif
 /* Whether the calling thread frees by slab metadata now (see "Two ways to free"); for tests. */
 int hk_heap_frees_by_meta(void) HK_INTERNAL;
 

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "hakmem.h"
 #include "heap.h"
+#include "room.h"
 #include "large.h"
 #include "policy.h"
 #include "size_class.h"

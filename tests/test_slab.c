@@ -12,6 +12,8 @@
 #include "check.h"
 #include "hakmem.h"
 #include "heap.h"
+#include "owned.h"
+#include "room.h"
 #include "os.h"
 #include "superslab.h"
 

@@ -20,6 +20,8 @@
 #include "clock.h"
 #include "hakmem.h"
 #include "heap.h"
+#include "owned.h"
+#include "room.h"
 #include "large.h"
 #include "orphan.h"
 #include "policy.h"
