@@ -345,11 +345,11 @@ struct hk_heap {
     struct hk_owned owned[HK_OWNED];      /* the first owned-slab table */
     struct hk_slab *owned_slab[HK_OWNED]; /* the slab of each of its entries */
     uint8_t carves[HK_NSMALL];            /* carves of the class so far, until its batch is
-                                           * whole (heap.c, hk_carve) */
-    /* The first block of the thread's last carve of a fresh slab (heap.c, hk_carve): nothing
-     * has been written to it but its first two words. calloc, when the block it gets is this
-     * one and the carve happened within its call, clears only those, and realloc fills the
-     * pages its copy will write in one call (malloc.c). */
+                                           * whole (carve.h, hk_heap_carve) */
+    /* The first block of the thread's last carve of a fresh slab (carve.h, hk_heap_carve):
+     * nothing has been written to it but its first two words. calloc, when the block it gets
+     * is this one and the carve happened within its call, clears only those, and realloc
+     * fills the pages its copy will write in one call (malloc.c). */
     void *zero_block;
     struct hk_batch batch[HK_BATCHES];    /* remote frees on their way, by owner */
 #ifndef HK_HARDENED
@@ -366,6 +366,15 @@ _Static_assert(HK_NCLASS <= 64, "a class bitmask is 64 bits");
 
 /* Notes that h's fields past its first page are being written (see rest_written). */
 static inline void hk_heap_rest_written(struct hk_heap *h) { h->rest_written = 1; }
+
+/* The heap's xorshift generator: the hardened build's carve order, free's countdowns. */
+static inline uint64_t hk_heap_random(struct hk_heap *h) {
+    if (h->rng == 0) h->rng = (hk_secret.guard ^ (uintptr_t)h) | 1;
+    h->rng ^= h->rng << 13;
+    h->rng ^= h->rng >> 7;
+    h->rng ^= h->rng << 17;
+    return h->rng;
+}
 
 /* What each thread keeps in its own static TLS: a pointer to its heap and free's view of the
  * owned-slab table, 24 bytes. The heap itself (about 12 KiB) is a record mapped apart

@@ -320,7 +320,7 @@ static void *hk_realloc_move(void *p, size_t have, size_t n) {
     void *q = k > HK_PAGE_SIZE ? hk_malloc_carved(n, &fresh) : hak_malloc(n);
     if (!q) return NULL;
     /* A block carved from a fresh slab within this call: its pages past the first hold
-     * nothing, and the copy would fault them in one by one (see hk_carve). */
+     * nothing, and the copy would fault them in one by one (see carve.h, hk_heap_carve). */
     if (fresh) hk_os_populate(q, k);
     memcpy(q, p, k);
     hk_free_inline(p);

@@ -103,8 +103,8 @@ struct hk_slab {
     uint8_t list;      /* HK_LIST_* */
     /* A slab made of clean slots (pool.c, hk_activate): its pages past what it has carved
      * hold nothing, so a small class's carve has them filled in one call, and a mid block
-     * carved from it is zero but for its first two words (heap.c, hk_carve; calloc). 0 once
-     * formatted again (a slab the pool takes back may hold pages of its last use). */
+     * carved from it is zero but for its first two words (carve.h, hk_heap_carve; calloc). 0
+     * once formatted again (a slab the pool takes back may hold pages of its last use). */
     uint8_t fresh;
     /* The tag of the thread whose own frees alone made the free list (heap.h, struct
      * hk_heap's tag), or 0 where any other thread's free is on it (applied from the owner's
