@@ -9,8 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "clock.h"
 #include "carve.h"
+#include "clock.h"
 #include "config.h"
 #include "decay.h"
 #include "exit_key.h"
@@ -24,61 +24,17 @@
 #include "os.h"
 #include "policy.h"
 #include "pool.h"
+#include "record.h"
 #include "report.h"
 #include "room.h"
 #include "stats.h"
 #include "trace.h"
 
-static struct hk_slab *hk_oslab_none[1];
-
-/* --- heap records ---------------------------------------------------------------------------
- *
- * A thread's heap is a record mapped apart, not its static TLS (heap.h, struct hk_tls). A
- * thread starts on hk_heap_none, which is what a record starts as: empty caches, so both fast
- * paths go to the slow path, and the slow path takes the thread a record (hk_heap_self) before
- * it writes anything. The exit hook is armed when a record is taken, so that a thread that
- * never set its heap up gives its record back too. After the teardown the thread keeps its
- * record for what later destructors do (glibc's own free of its key blocks among them), as it
- * kept its TLS; the record is used again by a thread that starts once that thread is gone
- * (hk_record_reap). Records are never unmapped, so a helper that read a heap's address just
- * before its thread exited reads a record, not freed memory. Without a key to be had
- * (exit_key.h) a thread's record stays with it after it exits, as its slabs do.
- *
- * A record is 3 pages; what every thread writes lies in the first (heap.h). The rest is zero
- * in the template and in a new mapping, and is not copied; a thread writes it once it holds a
- * slab, sends blocks to another thread or to a transfer list (rest_written notes it), and
- * reads it only for the classes it holds slabs of (slabbed). So a thread that takes its few
- * blocks from the shared slabs and waits makes one page of its record resident: crowd (1,000
- * threads, 8 blocks of 16 B..4 KiB each) kept 37.4 KiB a thread, now 30.0. This machine's
- * kernel gives a read of an untouched page a page of its own, so reads count as writes. A
- * record used again is cleared past its first page only where a thread before noted a
- * write there. */
-static const struct hk_heap hk_heap_none = {
-    .otab = (struct hk_owned *)&hk_owned_none,
-    .oslab = hk_oslab_none,
-};
-
+/* The thread's heap (a record, record.h) and free's view of its owned-slab table. */
 HK_TLS struct hk_tls hk_tls = {
     .heap = (struct hk_heap *)&hk_heap_none,   /* read by the fast paths, never written */
     .ftab = (struct hk_owned *)&hk_owned_none, /* admits nothing, and is never written */
 };
-
-static struct hk_lock hk_records_lock = HK_LOCK_INIT;
-/* Records given back, linked by next_record: those a thread wrote past the first page of
- * (rest_written), and those it did not. A thread takes the first kind first: their pages are
- * resident already, and the threads that write there are those that own slabs, which come
- * first where threads start in rounds. crowd's first 32 threads of each round took records
- * the threads before them had written one page of, and each round 32 more records kept three
- * pages resident. */
-static struct hk_heap *hk_records, *hk_records_clean;
-/* New records are mapped HK_RECORDS_MAPPED at a time, each on a page of its own, and handed
- * out in turn: a thread that found none to take mapped one of its own, and where threads
- * start in bursts (crowd: 300 at a time, 3 rounds) 466 of 900 did. Each mapping takes the
- * write side of the kernel's lock on the process's mappings, which page faults and other
- * threads' stacks wait on, and leaves one more mapping in its list. Under the records'
- * lock: the rest of the last mapping. */
-#define HK_RECORDS_MAPPED 16
-static char *hk_records_next, *hk_records_end;
 
 _Static_assert(offsetof(struct hk_heap, room) ==
                    offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
@@ -122,10 +78,6 @@ static void hk_heap_teardown(struct hk_heap *h);
 
 static struct hk_exit_key hk_exit_key;
 
-/* Records whose threads were torn down: the thread goes on using its record for what its
- * later destructors free (and allocate: a heap set up again is torn down again at the hook's
- * next round), so it is used again only once the thread is gone (hk_record_reap). */
-static struct hk_heap *hk_records_parting;
 
 /* glibc keeps a thread's key values in its descriptor, and a descriptor is used again by a
  * later thread: a value set after the last round of destructors (a later destructor's free,
@@ -135,143 +87,20 @@ static void hk_thread_exit(void *heap) {
     struct hk_heap *h = heap;
     if (h != hk_tls.heap) return;
     hk_heap_teardown(h);
-    if (h->parting) return; /* torn down again: listed already */
-    h->parting = 1;
-    h->tid = (int)syscall(SYS_gettid);
-    hk_lock(&hk_records_lock);
-    h->next_record = hk_records_parting;
-    hk_records_parting = h;
-    hk_unlock(&hk_records_lock);
+    hk_record_parting(h);
 }
 
-/* Pushes the records of list l (linked by next_record) onto *to; under the records' lock. */
-static void hk_records_push(struct hk_heap **to, struct hk_heap *l) {
-    while (l) {
-        struct hk_heap *h = l;
-        l = h->next_record;
-        h->next_record = *to;
-        *to = h;
-    }
-}
 
-/* Sorts the records of parting threads in l, which the caller took off hk_records_parting:
- * those of threads that are gone, whose heap is not set up (it was not set up again after the
- * last round), become free ones, one of them returned to the caller (NULL if none); those of
- * threads still alive go back to wait. A thread's id that another thread of the process took
- * since counts as alive: its record waits. One set up again and gone is dropped: its heap's
- * record stays as it is, published to its owner record, as a thread's static TLS would have
- * stayed with its owner in the same case. The kernel is asked about each thread (tgkill)
- * without the lock: under it, the first thread of a burst to find no free record asked about
- * every thread of the burst before, and the rest of the burst waited for it (crowd ... 0, 300
- * threads a round: 206 of 2,182 futex calls were waits for the lock there, 2 now). A fork
- * meanwhile leaves the records being sorted to the parent alone: its child lacks them. */
-static struct hk_heap *hk_record_reap(struct hk_heap *l) {
-    pid_t pid = getpid();
-    struct hk_heap *alive = NULL, *dirty = NULL, *clean = NULL;
-    while (l) {
-        struct hk_heap *h = l;
-        l = h->next_record;
-        struct hk_heap **to;
-        if (syscall(SYS_tgkill, pid, h->tid, 0) == 0 || errno != ESRCH) to = &alive;
-        else if (h->owner == NULL) to = h->rest_written ? &dirty : &clean;
-        else continue; /* set up again and gone: dropped */
-        h->next_record = *to;
-        *to = h;
-    }
-    struct hk_heap **from = dirty ? &dirty : &clean, *mine = *from;
-    if (mine) *from = mine->next_record;
-    if (alive || dirty || clean) {
-        hk_lock(&hk_records_lock);
-        hk_records_push(&hk_records_parting, alive);
-        hk_records_push(&hk_records, dirty);
-        hk_records_push(&hk_records_clean, clean);
-        hk_unlock(&hk_records_lock);
-    }
-    return mine;
-}
 
-/* fork holds the records' lock across, so that a child finds the lists whole (a thread of
- * the parent that took it is not in the child). Registered by the first record taken; the
- * lock is a leaf (taken with no other held), so it goes first. */
-static void hk_records_prefork(void) { hk_lock(&hk_records_lock); }
-static void hk_records_postfork(void) { hk_unlock(&hk_records_lock); }
-static atomic_int hk_records_forkable;
-
-/* The part of a record that holds anything but zero in hk_heap_none, and that every thread
- * writes (heap.h): its first page. */
-#define HK_RECORD_HOT offsetof(struct hk_heap, cur)
-_Static_assert(HK_RECORD_HOT == HK_PAGE_SIZE, "a record's first part is its first page");
-
-#ifdef HK_DEBUG
-/* Whether the fields past the first page of record h are all zero: those of a record whose
- * threads never noted writing them (every write there must be noted). */
-static int hk_rest_is_zero(const struct hk_heap *h) {
-    const unsigned char *p = (const unsigned char *)h + HK_RECORD_HOT;
-    for (size_t i = 0; i < sizeof *h - HK_RECORD_HOT; i++)
-        if (p[i]) return 0;
-    return 1;
-}
-#endif
-
-/* A record never used (zero), or NULL if the OS refuses the memory. */
-static struct hk_heap *hk_record_new(void) {
-    const size_t size = (sizeof(struct hk_heap) + HK_PAGE_SIZE - 1) & ~(HK_PAGE_SIZE - 1);
-    hk_lock(&hk_records_lock);
-    if (hk_records_next == hk_records_end) {
-        size_t n = HK_RECORDS_MAPPED;
-        char *m = hk_os_map(size * n);
-        if (!m) m = hk_os_map(size * (n = 1));
-        if (m) hk_records_next = m, hk_records_end = m + size * n;
-    }
-    struct hk_heap *h = NULL;
-    if (hk_records_next != hk_records_end) {
-        h = (struct hk_heap *)(void *)hk_records_next;
-        hk_records_next += size;
-    }
-    hk_unlock(&hk_records_lock);
-    return h;
-}
-
-/* The calling thread's heap record, taken now if it has none (see "Heap records"): NULL only
- * if the OS refuses the memory for one. The slow paths' way to their heap: hk_heap_none is
- * never written. */
+/* The calling thread's heap record, taken now if it has none (record.h): NULL only if the OS
+ * refuses the memory for one. The slow paths' way to their heap: hk_heap_none is never
+ * written. */
 static HK_NOINLINE struct hk_heap *hk_heap_record_take(void) {
-    int e = errno; /* the reaping's tgkill may set it */
-    hk_lock(&hk_records_lock);
-    struct hk_heap **from = hk_records ? &hk_records : &hk_records_clean;
-    struct hk_heap *h = *from, *parting = NULL;
-    if (h) {
-        *from = h->next_record;
-    } else {
-        parting = hk_records_parting; /* sorted without the lock (hk_record_reap) */
-        hk_records_parting = NULL;
-    }
-    hk_unlock(&hk_records_lock);
-    if (parting) h = hk_record_reap(parting);
-    errno = e;
-    /* The rest of a record is zero in the template, and a new mapping is zero: it is not
-     * written, so that a thread that owns no slab makes one page of its record resident, not
-     * three (crowd: 1,000 threads each holding 8 blocks of 16 B..4 KiB). */
-    if (h) {
-        struct hk_owned *spare = h->ospare; /* the table a thread before grew stays */
-        size_t spare_n = h->ospare_n;
-        int rest = h->rest_written;
-        memcpy(h, &hk_heap_none, HK_RECORD_HOT);
-        if (rest) memset((char *)h + HK_RECORD_HOT, 0, sizeof *h - HK_RECORD_HOT);
-        else HK_ASSERT(hk_rest_is_zero(h));
-        h->rest_written = (uint8_t)rest; /* resident still: cleared again, and taken first */
-        h->ospare = spare;
-        h->ospare_n = spare_n;
-    } else {
-        if ((h = hk_record_new()) == NULL) return NULL;
-        memcpy(h, &hk_heap_none, HK_RECORD_HOT);
-    }
+    struct hk_heap *h = hk_record_take();
+    if (!h) return NULL;
     hk_tls.heap = h;
     (void)hk_exit_key_arm(&hk_exit_key, hk_thread_exit, h);
-    /* After the record is the thread's: pthread_atfork may allocate. */
-    if (HK_UNLIKELY(!atomic_load_explicit(&hk_records_forkable, memory_order_relaxed)) &&
-        !atomic_exchange(&hk_records_forkable, 1))
-        pthread_atfork(hk_records_prefork, hk_records_postfork, hk_records_postfork);
+    hk_record_forkable(); /* after the record is the thread's: pthread_atfork may allocate */
     return h;
 }
 
@@ -2616,7 +2445,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
     /* The heap is handed over (see "Handover"): current slabs join the lists, empty ones and
      * the kept ones go to the pool, and the lists move into the record. Only the classes it
      * held slabs of are looked at, and written: a thread that owned none leaves the rest of
-     * its record untouched (see "Heap records"), and a record's park lists are empty. */
+     * its record untouched (record.h), and a record's park lists are empty. */
     for (uint64_t m = h->slabbed; m; m &= m - 1) {
         unsigned c = (unsigned)__builtin_ctzll(m);
         struct hk_slab *s = h->cur[c];
@@ -2655,7 +2484,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
      * 16,000 instructions: 5% of all in larson with a new thread every 1,000 replacements. */
     h->free_any = 0; /* a heap set up again starts by its table */
     hk_owned_switch(h, (struct hk_owned *)&hk_owned_none, 1);
-    h->oslab = hk_oslab_none;
+    h->oslab = hk_heap_none.oslab;
     h->omask = 0;
     hk_heap_leave(h);
     h->owner = NULL;

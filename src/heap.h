@@ -197,8 +197,8 @@ struct hk_batch {
     uint32_t n, bytes;
 };
 
-/* A heap record lies in two parts (heap.c, "Heap records"). The first page holds what every
- * thread writes: the fast paths' caches and rooms, and the flags and counts its slow paths,
+/* A heap record lies in two parts (record.h). The first page holds what every thread
+ * writes: the fast paths' caches and rooms, and the flags and counts its slow paths,
  * tick and exit keep. The rest holds what a thread writes only once it owns slabs or sends
  * blocks to other threads: its slab lists, owned-slab table, batches and tick history. A
  * thread that takes a few blocks from the shared slabs (orphan.h) and waits, as a thousand
@@ -274,7 +274,7 @@ struct hk_heap {
     struct hk_owner *park_to;             /* the parked record its frees went to last (only
                                            * compared: it may be recycled meanwhile) */
     uint32_t park_mine, park_mine_kib;    /* blocks they brought it since, and their KiB */
-    /* Heap records (heap.c): once the thread's exit hook ran (parting), the thread's id; and
+    /* Heap records (record.c): once the thread's exit hook ran (parting), the thread's id; and
      * the next on the list of free or of parting records. */
     int tid;
     struct hk_heap *next_record;
@@ -378,8 +378,8 @@ static inline uint64_t hk_heap_random(struct hk_heap *h) {
 
 /* What each thread keeps in its own static TLS: a pointer to its heap and free's view of the
  * owned-slab table, 24 bytes. The heap itself (about 12 KiB) is a record mapped apart
- * (heap.c, "Heap records"): glibc carves a thread's static TLS out of its stack, and refuses
- * to start a thread whose stack cannot hold it (pthread_create fails with EINVAL): with the
+ * (record.h): glibc carves a thread's static TLS out of its stack, and refuses to start a
+ * thread whose stack cannot hold it (pthread_create fails with EINVAL): with the
  * heap in TLS, no thread of 32 KiB of stack or less could start (Node.js's inspector thread
  * asks for 16 KiB), and one of 64 KiB kept half of it. The fast paths pay a load: malloc
  * reads the pointer where it added the TLS base (the same count of instructions), free reads

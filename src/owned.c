@@ -108,8 +108,8 @@ void hk_owned_window(struct hk_heap *h) {
 void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
     if (s->cls >= HK_NSMALL || hk_counting) return;
     /* The first table (owned[], beyond the record's first page) is the heap's from its first
-     * slab on, not from its set-up: a thread that owns no slab never reads it (heap.c, "Heap
-     * records"). Only the owner switches tables; a helper (heap.c, "Idle owners") moves slabs
+     * slab on, not from its set-up: a thread that owns no slab never reads it (record.h).
+     * Only the owner switches tables; a helper (heap.c, "Idle owners") moves slabs
      * of an owner that has had them, and so its table, already. */
     if (HK_UNLIKELY(h->otab == &hk_owned_none)) {
         if (h != hk_tls.heap) return;
