@@ -2211,12 +2211,16 @@ static int hk_heap_fill(struct hk_heap *h, unsigned c) {
             }
             if (s->free) {
 #ifndef HK_HARDENED
+                /* Taken in order, the list leaves its bitmap clear and keeps the thread's tag:
+                 * an empty list is of the thread's own frees, and the next ones join it on
+                 * the walks' first step. Taken as it lay, the bitmap is dirty (the key is not
+                 * the tag either way). */
                 h->free[c] = hk_list_in_order(h, s, s->free);
 #else
                 h->free[c] = s->free;
+                s->list_tag = 0;
 #endif
                 s->free = NULL;
-                s->list_tag = 0;
                 s->used = s->carved;
                 return 1;
             }

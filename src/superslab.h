@@ -111,7 +111,8 @@ struct hk_slab {
      * inbox, an orphan's, a helper's): only a list of the taking thread's own is put in
      * address order when malloc takes it (heap.c, hk_list_in_order), from the slab's bitmap
      * of free blocks, which such a list keeps (a small slab's). Set as a block joins an empty
-     * list (hk_list_joins), 0 when formatted or taken. */
+     * list (hk_list_joins), 0 when formatted; a list its thread took in order keeps it (its
+     * bitmap clear: heap.c, hk_heap_fill). */
     uint8_t list_tag;
     /* Its bitmap of free blocks (struct hk_superslab, fbits) may hold bits of no list: cleared
      * before a list of a thread's own starts (hk_list_joins). Set when formatted, and when a

@@ -740,6 +740,34 @@ TEST(a_slab_of_the_threads_own_frees_is_handed_out_in_address_order) {
     CHECK(in_new_thread(order_none));
 }
 
+/* A list of the thread's own frees that malloc took in order leaves its slab with the
+ * thread's tag and a clear bitmap (heap.c, hk_heap_fill): an empty list is of the thread's
+ * own frees, so the next ones join it on a walk's first step, not one by one on the second
+ * (lua5.4's collector, whose sweeps free into slabs whose lists malloc took since the last
+ * sweep: half its frees took the second step). */
+static void *tag_kept(void *arg) {
+    (void)arg;
+    int ok = 1;
+    for (int i = 0; i < ORD; i++) p_ord[i] = hak_malloc(64);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p_ord[0]);
+    for (int i = 0; i < ORD; i++) ok &= hk_slab_of((uintptr_t)p_ord[i]) == s;
+    for (int i = 0; i < ORD; i++) {
+        int k = (i * 149) % ORD;
+        if (k % 4) hak_free(p_ord[k]), p_ord[k] = NULL;
+    }
+    hk_heap_flush();
+    ok &= s->free != NULL && hk_list_key(s) == hk_tls.heap->tag;
+    for (int i = 0; i < ORD; i++)
+        if (!p_ord[i]) p_ord[i] = hak_malloc(64); /* s's list, taken in order */
+    if (s->free != NULL || hk_list_key(s) != hk_tls.heap->tag)
+        fprintf(stderr, "  list %p, key %#x, tag %#x\n", s->free, hk_list_key(s),
+                hk_tls.heap->tag);
+    ok &= s->free == NULL && hk_list_key(s) == hk_tls.heap->tag;
+    for (int i = 0; i < ORD; i++) hak_free(p_ord[i]);
+    return (void *)(uintptr_t)ok;
+}
+TEST(a_list_taken_in_order_keeps_the_threads_tag) { CHECK(in_new_thread(tag_kept)); }
+
 /* A walk home takes the blocks of one slab that lie together on the cache's list as a run
  * (heap.c, hk_walk_run): a program that frees its objects in the order it made them (a
  * collector's sweep) leaves them so. The slab's count stays exact, the list is handed out in
@@ -833,7 +861,7 @@ static void *order_remote(void *arg) {
     /* Taken as it lies; the next list of its own frees is in order again, with none of the
      * bits its frees set before the others' joined them. */
     for (int i = 0; i < ORD; i++) p_ord[i] = hak_malloc(64);
-    ok &= s->free == NULL;
+    ok &= s->free == NULL && hk_list_key(s) != hk_tls.heap->tag; /* not its own: no tag */
     for (int i = 0; i < ORD; i++) ok &= hk_slab_of((uintptr_t)p_ord[i]) == s;
     for (int i = 0; i < ORD; i++) {
         int k = (i * 149) % ORD;
@@ -1447,6 +1475,7 @@ int main(void) {
     RUN(classes_torn_down_together_go_home_together);
     RUN(a_class_torn_down_and_reused_sends_its_last_blocks_home);
     RUN(a_slab_of_the_threads_own_frees_is_handed_out_in_address_order);
+    RUN(a_list_taken_in_order_keeps_the_threads_tag);
     RUN(a_walk_home_takes_a_slabs_blocks_in_runs);
     RUN(another_threads_frees_leave_a_slab_list_unordered);
     RUN(a_room_grows_for_waves_longer_than_it);
