@@ -48,6 +48,8 @@ enum {
     HK_LIST_POOL_FRONT,     /* no live block, in the pool's front for its class (pool.c) */
     HK_LIST_SHARED,         /* no owner: its class's shared slab (orphan.h) */
     HK_LIST_SHARED_SPARE,   /* a shared slab carved to its end and emptied, kept for the next */
+    HK_LIST_FULL_FREED,     /* on its owner's full list, freed to by the owner's walk under
+                             * way, which moves it to the partial list at its end (heap.c) */
 };
 
 struct hk_owner;

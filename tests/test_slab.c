@@ -842,6 +842,55 @@ static void *walk_runs(void *arg) {
 }
 TEST(a_walk_home_takes_a_slabs_blocks_in_runs) { CHECK(in_new_thread(walk_runs)); }
 
+/* A walk home frees to full slabs of lists of the thread's own on its first step, and moves
+ * them to the partial list at its end (heap.c, HK_LIST_FULL_FREED); those beyond the first
+ * HK_WALK_FULL it notes go the one-by-one way. Either way each slab is partial after it, its
+ * count exact. FULL_N slabs of 64-byte blocks: a block of each freed and allocated again, so
+ * that each list was taken in order (the slab keeps the thread's tag) and each slab is full;
+ * then two blocks of each freed, the slabs in turn. */
+enum { FULL_N = 40, FULL_PER = 1024 };
+static void *full_blk[(FULL_N + 1) * FULL_PER], *full_again[FULL_N];
+static void *full_walks(void *arg) {
+    (void)arg;
+    int ok = 1, n = (FULL_N + 1) * FULL_PER;
+    struct hk_slab *slab[FULL_N];
+    for (int i = 0; i < n; i++) full_blk[i] = hak_malloc(64);
+    for (int k = 0; k < FULL_N; k++) {
+        slab[k] = hk_slab_of((uintptr_t)full_blk[k * FULL_PER]);
+        for (int i = 0; i < FULL_PER; i++)
+            ok &= hk_slab_of((uintptr_t)full_blk[k * FULL_PER + i]) == slab[k];
+    }
+    CHECKF(ok, "blocks of %d slabs of %d not laid out as expected", FULL_N, FULL_PER);
+    for (int k = 0; k < FULL_N; k++) hak_free(full_blk[k * FULL_PER + 5]);
+    hk_heap_flush();
+    for (int k = 0; k < FULL_N; k++) full_again[k] = hak_malloc(64);
+    int full = 0, tagged = 0;
+    for (int k = 0; k < FULL_N; k++) {
+        full += slab[k]->list == HK_LIST_FULL;
+        tagged += hk_list_key(slab[k]) == hk_tls.heap->tag;
+    }
+    CHECKF(full >= FULL_N - 1 && tagged == FULL_N, "%d of %d slabs full, %d with the tag", full,
+           FULL_N, tagged);
+    for (int j = 0; j < 2; j++)
+        for (int k = 0; k < FULL_N; k++) {
+            int i = k * FULL_PER + 100 + j * 600;
+            hak_free(full_blk[i]);
+            full_blk[i] = NULL;
+        }
+    hk_heap_flush();
+    int bad = 0;
+    for (int k = 0; k < FULL_N; k++)
+        bad += (slab[k]->list != HK_LIST_PARTIAL && slab[k]->list != HK_LIST_CURRENT) ||
+               slab[k]->used != FULL_PER - 2;
+    CHECKF(bad == 0, "%d of %d slabs not partial with their count (slab 0: list %u, used %u)",
+           bad, FULL_N, slab[0]->list, slab[0]->used);
+    for (int k = 0; k < FULL_N; k++) full_blk[k * FULL_PER + 5] = NULL;
+    for (int i = 0; i < n; i++) hak_free(full_blk[i]);
+    for (int k = 0; k < FULL_N; k++) hak_free(full_again[k]);
+    return (void *)(uintptr_t)ok;
+}
+TEST(a_walk_home_makes_the_full_slabs_it_frees_to_partial) { CHECK(in_new_thread(full_walks)); }
+
 /* Blocks another thread freed join the owner's slab list from its inbox: the list is then
  * not the owner's own (list_tag 0), and malloc takes it as it lies, without walking lines that
  * lie in the other core's cache. */
@@ -1477,6 +1526,7 @@ int main(void) {
     RUN(a_slab_of_the_threads_own_frees_is_handed_out_in_address_order);
     RUN(a_list_taken_in_order_keeps_the_threads_tag);
     RUN(a_walk_home_takes_a_slabs_blocks_in_runs);
+    RUN(a_walk_home_makes_the_full_slabs_it_frees_to_partial);
     RUN(another_threads_frees_leave_a_slab_list_unordered);
     RUN(a_room_grows_for_waves_longer_than_it);
 #endif
