@@ -2,14 +2,15 @@
  *
  * A thread's heap is a record mapped apart, not its static TLS (heap.h, struct hk_tls). A
  * thread starts on hk_heap_none, which is what a record starts as: empty caches, so both fast
- * paths go to the slow path, and the slow path takes the thread a record (hk_heap_self) before
- * it writes anything. The exit hook is armed when a record is taken, so that a thread that
- * never set its heap up gives its record back too. After the teardown the thread keeps its
- * record for what later destructors do (glibc's own free of its key blocks among them), as it
- * kept its TLS; the record is used again by a thread that starts once that thread is gone
- * (hk_record_reap). Records are never unmapped, so a helper that read a heap's address just
- * before its thread exited reads a record, not freed memory. Without a key to be had
- * (exit_key.h) a thread's record stays with it after it exits, as its slabs do.
+ * paths go to the slow path, and the slow path takes the thread a record (heap.c,
+ * hk_heap_self) before it writes anything. The exit hook (heap.c) is armed when a record is
+ * taken, so that a thread that never set its heap up gives its record back too. After the
+ * teardown the thread keeps its record for what later destructors do (glibc's own free of its
+ * key blocks among them), as it kept its TLS; the record is used again by a thread that
+ * starts once that thread is gone (hk_record_reap). Records are never unmapped, so a helper
+ * that read a heap's address just before its thread exited reads a record, not freed memory.
+ * Without a key to be had (exit_key.h) a thread's record stays with it after it exits, as its
+ * slabs do.
  *
  * A record is 3 pages; what every thread writes lies in the first (heap.h). The rest is zero
  * in the template and in a new mapping, and is not copied; a thread writes it once it holds a
