@@ -665,10 +665,9 @@ static inline int hk_walk_mine(struct hk_heap *h, struct hk_walk *w, void *b, ui
  * slabs that emptied and the blocks gathered in away go home. That may run the tick, which
  * may let a current slab go or send a cache home. */
 static inline void hk_walk_end(struct hk_heap *h, struct hk_walk *w) {
-    for (unsigned i = 0; i < w->nf; i++) { /* first: one may have emptied since */
-        w->full[i]->list = HK_LIST_FULL;
-        hk_heap_unfull(h, w->full[i]);
-    }
+    /* First, since one may have emptied since. HK_LIST_FULL_FREED is on the full list, which
+     * hk_heap_unfull takes it off without reading s->list. */
+    for (unsigned i = 0; i < w->nf; i++) hk_heap_unfull(h, w->full[i]);
     for (unsigned i = 0; i < w->ne; i++) hk_heap_emptied(h, w->emptied[i]);
     hk_heap_send_home(h, w->away);
 }

@@ -131,7 +131,7 @@
  * record within 3 pages, which every thread has resident however little it allocates (512
  * entries made it 8 pages, 6 of them resident in a thread of one block: 1,000 threads of
  * bench/crowd, 8 blocks each, peaked at 75 MiB, and at 56 MiB with 64). A thread that owns
- * more slabs than that moves to a larger table, mapped apart (heap.c, hk_owned_grow): 4 times
+ * more slabs than that moves to a larger table, mapped apart (owned.c, hk_owned_grow): 4 times
  * larger each time a quarter of the table's size of its frees miss their slab's entry for
  * another's, or of its slabs take each other's entries, within a tick, up to HK_OWNED_MAX
  * entries (8 MiB, and 2 MiB for their slabs: 16 GiB of small slabs). With a table too small,
@@ -141,10 +141,10 @@
 #define HK_OWNED 64
 #define HK_OWNED_MAX ((size_t)1 << 18)
 /* The table grows only where those misses are 1 in this many of the thread's small frees or
- * more (heap.c, hk_owned_missed): some 100 slabs share a few entries in a table of any size. */
+ * more (owned.c, hk_owned_missed): some 100 slabs share a few entries in a table of any size. */
 #define HK_OWNED_MISS_SHARE 16
 /* The largest table a heap record keeps when it moves to another, or its thread exits, for its
- * next growth (heap.c, hk_owned_grow): 40 KiB. */
+ * next growth (owned.c, hk_owned_grow): 40 KiB. */
 #define HK_OWNED_SPARE ((size_t)1 << 10)
 
 /* One of the thread's small slabs (not kept empty; in the hardened build not full either), in
@@ -252,7 +252,7 @@ struct hk_heap {
     uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
     unsigned tick_countdown;              /* slow-path events until the clock is read again */
     uint32_t omiss;                       /* misses of the owned-slab table since the last
-                                           * tick or growth (heap.c, hk_owned_missed) */
+                                           * tick or growth (owned.c, hk_owned_missed) */
     uint32_t ogrow_at;                    /* omiss at which the table is weighed for growth */
     unsigned batch_mask;                  /* entries of batch[] that hold blocks */
     uint64_t ofrees;                      /* small frees counted then (hk_small_frees) */
@@ -294,13 +294,13 @@ struct hk_heap {
     uint64_t xpend_mask; /* classes with blocks in xpend[] below */
     uint64_t room_sent;  /* classes whose cache sent blocks home since their last refill */
     uint32_t room_grown; /* bytes all rooms have grown by, at most HK_ROOM_GROWN_MAX */
-    uint64_t room_set;   /* classes whose room has been set (heap.c, hk_rooms_used) */
+    uint64_t room_set;   /* classes whose room has been set (room.c, hk_rooms_used) */
     /* Frees that rooms running out may still take before hk_heap_cache_full looks at the
      * clock, and what each class's room last put on free's counter. */
     intptr_t beat_left;
     uint16_t room_given[HK_NCLASS + 1];
     /* How much each class's full room for this thread (see "Reuse") has grown beyond its
-     * first, hk_room_max (hk_room_grow): the full room is the sum (heap.c, hk_room_full). */
+     * first, hk_room_max (hk_room_grow): the full room is the sum (room.h, hk_room_full). */
     uint16_t room_more[HK_NCLASS];
     /* Since the last choice between the two ways to free (see "Two ways to free"): the room
      * that frees used up before its last setting, the small frees that free's second try

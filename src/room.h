@@ -31,7 +31,7 @@
  * 1.07, 1.02, 1.03, and 0.95 for the one class, whose walks then cost more than they save. */
 #define HK_ROOM_TORN 32u
 /* A small class's full room grows for a thread that sends blocks home and then runs dry
- * (heap.c, hk_room_grow): doubled at such a refill, up to HK_ROOM_GROW_BYTES of its blocks
+ * (room.c, hk_room_grow): doubled at such a refill, up to HK_ROOM_GROW_BYTES of its blocks
  * (and HK_ROOM_MAX), while all the thread's rooms together have grown by at most
  * HK_ROOM_GROWN_MAX bytes; back to the first room when the class goes quiet (heap.h,
  * "Footprint"), at a trim and at thread exit. */

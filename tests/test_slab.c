@@ -944,7 +944,7 @@ TEST(another_threads_frees_leave_a_slab_list_unordered) {
 }
 
 /* A thread that allocates and frees a class in waves longer than its room (heap.h, "Reuse";
- * heap.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's
+ * room.c, hk_room_grow) gets a larger room: after a few waves (24 blocks of 8 KiB), a wave's
  * frees all stay in the cache and the next wave's mallocs get exactly those blocks back. One
  * that frees a class without allocating it again (a structure torn down) keeps its first room,
  * the growth of all rooms together stays within its bound, and giving the caches back undoes
