@@ -27,6 +27,7 @@
 #include "record.h"
 #include "report.h"
 #include "room.h"
+#include "side.h"
 #include "stats.h"
 #include "trace.h"
 
@@ -789,8 +790,155 @@ static void hk_heap_torn_walk(struct hk_heap *h, unsigned c) {
 }
 #endif
 
+#ifndef HK_HARDENED
+/* --- side lists ------------------------------------------------------------------------------
+ * A class torn down (hk_heap_cache_full: a room's worth of frees and no malloc of it) is freed
+ * one block at a time into the cache and walked home from there, about 45 instructions a
+ * block (teardown, in random order) beside free's 19: the walk finds each block's slab again,
+ * tests its owner, tag and list, and sets its bit. So the slabs of such a class get side
+ * lists (side.h): their owned-slab entries lead free's fast path to a list of the slab's own,
+ * and to the count of the blocks it has left live, which the push counts down; at 0 the slab
+ * is empty, and the slow path moves the list onto the slab, which goes back as any slab that
+ * empties. A block on a side list is free, marked as in the cache, and counted in its slab's
+ * used as a cached block is: no slab empties under it, nor goes to another thread.
+ * - Taken (hk_side_arm) for the class's slabs, current, partial and full, that hold their
+ *   entry and HK_SIDE_MIN live blocks or more, as long as slots are free.
+ * - Given back (hk_side_disarm) when the thread refills the class (malloc wants it again),
+ *   when its cache goes (a trim, the tick, thread exit), and one by one as slabs empty. The
+ *   list joins the slab's free list, unordered (its tag cleared: heap.c, hk_list_in_order),
+ *   and a full slab goes partial.
+ * - A helper (see "Idle owners") lets no slab with a slot go, and gives back the slot of a
+ *   slab it empties: such a slab has no block on its side list, and no free of the owner's
+ *   can push one (every block of it is free).
+ * Other frees of such a slab (other threads', walks of the cache) go to its free list and
+ * its used as before, and leave the side list's count as it was, which then does not reach
+ * 0: the slab empties when its slot is given back. */
+#define HK_SIDE_MIN 2
+
+int hk_side_off;
+
+/* Gives back slot i of the calling thread's heap h: the slab's entry leads to the class's
+ * cache again, and the blocks on the side list join the slab's free list. Returns the slab
+ * when there were any (which may have to change lists: hk_side_settle), else NULL. */
+static struct hk_slab *hk_side_drop(struct hk_heap *h, unsigned i) {
+    struct hk_side *d = h->side;
+    void **head = hk_side_head(d, i), *l = *head;
+    struct hk_slab *s = d->slab[i];
+    uint32_t pushed = d->armed[i] - (uint32_t)*hk_side_left(d, i);
+    hk_side_give(d, i);
+    HK_ASSERT(s->side == i + 1);
+    s->side = 0;
+    struct hk_owned *e = hk_owned_entry(h, s);
+    if (*hk_owned_holder(h, e) == s && e->head == head) {
+        /* Free's fast path tests the room for 0 only (hk_owned_set). */
+        if (h->room[s->cls] <= 0) hk_room_set(h, s->cls, hk_room_full(h, s->cls));
+        e->head = &h->free[s->cls];
+    }
+    if (!l) return NULL;
+    /* The slab's free list holds every carved block that used does not count. The shorter of
+     * the two lists is walked to its tail. */
+    uint32_t onlist = s->carved - s->used;
+    HK_ASSERT(pushed >= 1 && pushed <= s->used);
+    s->used -= pushed;
+    if (!s->free) {
+        s->free = l;
+    } else if (pushed <= onlist) {
+        void *t = l;
+        for (uint32_t k = 1; k < pushed; k++) t = hk_link_get(t);
+        HK_ASSERT(hk_link_get(t) == NULL);
+        hk_link_set(t, s->free);
+        s->free = l;
+    } else {
+        void *t = s->free;
+        for (uint32_t k = 1; k < onlist; k++) t = hk_link_get(t);
+        HK_ASSERT(hk_link_get(t) == NULL);
+        hk_link_set(t, l);
+    }
+    s->list_tag = 0; /* its side list's blocks have no bits: taken as it lies */
+    return s;
+}
+
+/* Slab s, whose side list has just joined its free list: an empty slab goes as any does, a
+ * full one goes partial. A current slab stays current. */
+static void hk_side_settle(struct hk_heap *h, struct hk_slab *s) {
+    if (s->list == HK_LIST_CURRENT) return;
+    if (s->used == 0) hk_heap_emptied(h, s);
+    else if (s->list == HK_LIST_FULL) hk_heap_unfull(h, s);
+}
+
+/* Gives back the slots of class c's slabs (all with UINT_MAX). A slab settled may run the
+ * tick, which may give back slots too: each slot is looked at as it is reached. */
+static void hk_side_disarm(struct hk_heap *h, unsigned c) {
+    struct hk_side *d = h->side;
+    if (c == UINT32_MAX) h->side_classes = 0;
+    else h->side_classes &= ~((uint64_t)1 << c);
+    for (unsigned i = 0; i < HK_SIDE_SLOTS; i++) {
+        if (!d->taken[i >> 6]) {
+            i |= 63;
+            continue;
+        }
+        if (!hk_side_in_use(d, i) || (c != UINT32_MAX && d->cls[i] != c)) continue;
+        struct hk_slab *s = hk_side_drop(h, i);
+        if (s) hk_side_settle(h, s);
+    }
+}
+
+/* Slab s has emptied with a slot (its side list is empty): the slot goes back. Also a
+ * helper's, for the owner's heap h. */
+static void hk_side_forget(struct hk_heap *h, struct hk_slab *s) {
+    unsigned i = s->side - 1u;
+    HK_ASSERT(h->side && hk_side_in_use(h->side, i) && h->side->slab[i] == s);
+    HK_ASSERT(*hk_side_head(h->side, i) == NULL);
+    hk_side_give(h->side, i);
+    s->side = 0;
+}
+
+/* Takes a slot for slab s of class c, if it should have one: 0 when none is free. */
+static int hk_side_arm_one(struct hk_heap *h, struct hk_slab *s, unsigned c) {
+    if (s->side || s->used < HK_SIDE_MIN) return 1;
+    struct hk_owned *e = hk_owned_entry(h, s);
+    if (*hk_owned_holder(h, e) != s || e->head != &h->free[c]) return 1;
+    struct hk_side *d = h->side;
+    int i = hk_side_take(d);
+    if (i < 0) return 0;
+    d->slab[i] = s;
+    d->armed[i] = s->used;
+    d->cls[i] = (uint8_t)c;
+    *hk_side_head(d, (unsigned)i) = NULL;
+    *hk_side_left(d, (unsigned)i) = s->used;
+    s->side = (uint16_t)(i + 1);
+    e->head = hk_side_head(d, (unsigned)i);
+    h->side_classes |= (uint64_t)1 << c;
+    return 1;
+}
+
+/* Class c is torn down, its cache just walked home: its slabs get side lists. */
+static void hk_side_arm(struct hk_heap *h, unsigned c) {
+    if (h->free_any || hk_tls.ftab != h->otab || hk_side_off) return; /* no entry is read */
+    if (!h->side && (h->side = hk_side_map()) == NULL) return;
+    struct hk_slab *s = hk_heap_cur(h, c);
+    if (s && !hk_side_arm_one(h, s, c)) return;
+    for (s = h->partial[c]; s; s = s->next)
+        if (!hk_side_arm_one(h, s, c)) return;
+    for (s = h->full[c]; s; s = s->next)
+        if (!hk_side_arm_one(h, s, c)) return;
+}
+
+/* Free's fast path has pushed the last live block of a slab onto its side list (head). */
+static void hk_side_full(struct hk_heap *h, void **head) {
+    int i = hk_side_slot(h->side, head);
+    HK_ASSERT(i >= 0);
+    struct hk_slab *s = hk_side_drop(h, (unsigned)i);
+    HK_ASSERT(s && s->used == 0);
+    hk_side_settle(h, s);
+}
+#endif
+
 /* Empties the cache of class c. */
 static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
+#ifndef HK_HARDENED
+    if (h->side_classes >> c & 1) hk_side_disarm(h, c);
+#endif
     void *b = h->free[c];
     h->free[c] = NULL;
 #ifndef HK_HARDENED
@@ -849,6 +997,7 @@ static void hk_heap_uncache_all(struct hk_heap *h) {
     uint64_t m = h->allocated | hk_heap_caches_load(h);
 #ifndef HK_HARDENED
     m |= h->room_sent;
+    if (h->side_classes) hk_side_disarm(h, UINT32_MAX);
 #endif
     for (; m; m &= m - 1) {
         unsigned c = (unsigned)__builtin_ctzll(m);
@@ -912,6 +1061,11 @@ _Static_assert(HK_ROOM_TORN <= HK_ROOM_BEAT, "a torn-down class's room is all on
 void hk_heap_cache_full(void **head) {
     struct hk_heap *h = hk_tls.heap; /* free's fast path: the thread has a record */
     hk_heap_enter(h);
+    if (HK_UNLIKELY((uintptr_t)head - (uintptr_t)h->free >= sizeof h->free)) {
+        hk_side_full(h, head); /* a side list's slab has emptied */
+        hk_heap_leave(h);
+        return;
+    }
     unsigned c = (unsigned)(head - h->free);
     h->beat_left -= h->room_given[c]; /* the frees this room took */
     if (hk_room_make_up(h, c) == 0) {
@@ -924,6 +1078,7 @@ void hk_heap_cache_full(void **head) {
             hk_room_set(h, c, hk_room_torn(h, c));
             h->torn |= (uint64_t)1 << c;
             hk_heap_torn_walk(h, c);
+            hk_side_arm(h, c);
         } else {
             hk_room_set(h, c, full / 2u);
             hk_heap_cache_send(h, c, head, full / 2u);
@@ -1246,6 +1401,9 @@ static void hk_heap_maybe_tick(struct hk_heap *h) {
 /* Slab s, owned and not current, has just lost its last live block. */
 static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
     unsigned c = s->cls;
+#ifndef HK_HARDENED
+    if (s->side) hk_side_forget(h, s);
+#endif
     size_t bytes = hk_slab_bytes(s); /* read now: a released slab is the pool's, and its
                                       * metadata another thread's once it takes the slab */
     uint64_t now = hk_now_ms();
@@ -2328,6 +2486,7 @@ void *hk_heap_refill(unsigned c) {
 #ifndef HK_HARDENED
     if (h->xpend_mask & ~((uint64_t)1 << c)) hk_xpend_flush_all(h, (uint64_t)1 << c);
     if (h->torn) hk_heap_torn_home(h, c);
+    if (h->side_classes >> c & 1) hk_side_disarm(h, c); /* malloc wants the class again */
 #endif
     if (HK_UNLIKELY(h->give_up != NULL)) hk_heap_give_up_wanted(h);
     hk_heap_maybe_tick(h);
@@ -2418,6 +2577,7 @@ static void hk_heap_give_up_partial(struct hk_heap *oh, uint64_t now) {
         struct hk_slab *s, *next, *orphans = NULL;
         for (s = oh->partial[c]; s; s = next) {
             next = s->next;
+            if (s->side) continue; /* its owner's free may push onto its side list */
             hk_partial_unlink(oh, s);
             hk_owned_clear(oh, s);
             s->let_go = 1; /* read under the orphans' stripe, which abandon takes */
@@ -2517,6 +2677,12 @@ static void hk_heap_teardown(struct hk_heap *h) {
 uint32_t hk_heap_slab_live(const struct hk_slab *s) {
     const struct hk_heap *h = hk_tls.heap;
     uint32_t live = s->used;
+#ifndef HK_HARDENED
+    if (s->side) { /* less the blocks on its side list */
+        unsigned i = s->side - 1u;
+        live -= h->side->armed[i] - (uint32_t)*hk_side_left(h->side, i);
+    }
+#endif
     if (s->cls < HK_NCLASS) {
         for (void *b = h->free[s->cls]; b; b = hk_link_get(b))
             if (hk_slab_of((uintptr_t)b) == s) live--;

@@ -47,7 +47,9 @@
  * at most a room's worth of blocks more, of any slab, so it is bounded, and a slab has used
  * == its exact live count plus the blocks of it the caches hold: it is empty the moment the
  * last of them goes home (hk_heap_slab_live counts the calling thread's cache out; tests that
- * count slabs exactly send the caches home first, hk_heap_flush).
+ * count slabs exactly send the caches home first, hk_heap_flush). A block on a side list
+ * (heap.c, "Side lists") is counted as a cached one: a slab with a side list empties when the
+ * last of its blocks is pushed there, or when its side list goes back.
  *
  * Reuse (the room): a refill sets room[c] to the class's full room, HK_ROOM_BYTES of blocks
  * (HK_ROOM_MIN to HK_ROOM_MAX) at first, more for a class the thread allocates and frees in
@@ -58,7 +60,8 @@
  * meanwhile: the thread frees the class without reusing it), the whole cache goes home in one
  * walk (hk_heap_cache_full), with those of the other classes torn down so (heap.c,
  * hk_heap_torn_walk): to the current slab's free list, the thread's other slabs, or
- * other threads; and the room is an eighth of the full one (HK_ROOM_TORN blocks at most)
+ * other threads; the class's slabs get side lists, which free pushes onto from then on (heap.c,
+ * "Side lists"); and the room is an eighth of the full one (HK_ROOM_TORN blocks at most)
  * until malloc takes blocks again, when what the cache still holds goes home at the next
  * refill of another class (heap.c, hk_heap_torn_home) (for
  * blocks above 512 bytes, whose rooms are a few blocks, the newest half goes, as the room's
@@ -249,6 +252,11 @@ struct hk_heap {
      * hk_owned_grow), or NULL and 0. */
     struct hk_owned *ospare;
     size_t ospare_n;
+    /* The storage of its side lists (side.h; heap.c, "Side lists"), mapped at their first
+     * use and kept with the record like the spare table (no slot is in use when a thread
+     * leaves the record), and the classes that have slabs on them (the default build). */
+    struct hk_side *side;
+    uint64_t side_classes;
     uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
     unsigned tick_countdown;              /* slow-path events until the clock is read again */
     uint32_t omiss;                       /* misses of the owned-slab table since the last
@@ -512,8 +520,9 @@ void hk_heap_free_owned(struct hk_slab *s, void *p) HK_INTERNAL;
 void hk_heap_cache_full(void **head) HK_INTERNAL HK_COLD;
 
 /* free of block start p of the small slab of entry e, which the calling thread owns, full or
- * not: pushes p onto the cache of its class, whichever of the thread's slabs it is of; its
- * slab goes on counting it, and the room bounds how many the cache holds. No slab state
+ * not: pushes p onto the cache of its class, whichever of the thread's slabs it is of, or onto
+ * the slab's side list where it has one (heap.c, "Side lists"); its slab goes on counting it,
+ * and the room (the side list's count) bounds how many the cache (the side list) holds. No slab state
  * changes here, so a helper applying this thread's inbox meanwhile ("Idle owners" in heap.c)
  * is no concern: a helper leaves the caches and rooms alone, and writes to the owned-slab
  * table only to clear the entry of a slab it empties, whose blocks are all free, so no valid
@@ -586,6 +595,11 @@ static inline void *hk_heap_alloc(unsigned c) {
 /* The calling thread has taken a large block: memory it may have left idle is in use again
  * (heap.c, hk_heap_beat). */
 void hk_heap_large_taken(void) HK_INTERNAL;
+
+#ifndef HK_HARDENED
+/* For tests of the walks home: while set, no slab gets a side list (heap.c, "Side lists"). */
+extern int hk_side_off HK_INTERNAL;
+#endif
 
 /* Live blocks of slab s as the calling thread (its owner) sees them; for tests. */
 uint32_t hk_heap_slab_live(const struct hk_slab *s) HK_INTERNAL;

@@ -4,6 +4,7 @@
 
 #include "os.h"
 #include "room.h"
+#include "side.h"
 #include "stats.h"
 #include "trace.h"
 
@@ -54,7 +55,9 @@ static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
     *holder = s;
 #ifndef HK_HARDENED
     (void)current;
-    e->head = &h->free[s->cls];
+    /* A slab with a side list keeps it (heap.c, "Side lists"), through a growth of the table
+     * or a move off the full list. */
+    e->head = s->side ? hk_side_head(h->side, s->side - 1u) : &h->free[s->cls];
 #else
     e->head = current ? &h->free[s->cls] : &s->free;
 #endif

@@ -159,6 +159,7 @@ struct hk_heap *hk_record_take(void) {
     if (h) {
         struct hk_owned *spare = h->ospare; /* the table a thread before grew stays */
         size_t spare_n = h->ospare_n;
+        struct hk_side *side = h->side; /* so do its side lists' storage */
         int rest = h->rest_written;
         memcpy(h, &hk_heap_none, HK_RECORD_HOT);
         if (rest) memset((char *)h + HK_RECORD_HOT, 0, sizeof *h - HK_RECORD_HOT);
@@ -166,6 +167,7 @@ struct hk_heap *hk_record_take(void) {
         h->rest_written = (uint8_t)rest; /* resident still: cleared again, and taken first */
         h->ospare = spare;
         h->ospare_n = spare_n;
+        h->side = side;
     } else {
         if ((h = hk_record_new()) == NULL) return NULL;
         memcpy(h, &hk_heap_none, HK_RECORD_HOT);

@@ -21,6 +21,7 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->nostash, 0, __ATOMIC_RELAXED);
     s->let_go = 0;
+    s->side = 0;
     __atomic_store_n(&s->was_shared, 0, __ATOMIC_RELAXED); /* read racily: heap.c */
     s->used = 0;
     s->free = NULL;

@@ -100,7 +100,11 @@ struct hk_slab {
      * mapped, or the pool released the slot's pages, and no slab has been made of it since
      * (cleared when one is, pool.c, hk_occupy). Under the pool's mutex. */
     uint8_t clean;
-    uint8_t pad1[3];
+    uint8_t pad1;
+    /* The slot of its owner's side lists (side.h) that free's fast path pushes its blocks
+     * onto, plus one; 0: none. Changed by the owner on its slow paths, and read there and by
+     * a helper holding the owner's heap (heap.c, "Side lists"); cleared when formatted. */
+    uint16_t side;
     /* --- changed by the owner --- */
     uint8_t list;      /* HK_LIST_* */
     /* A slab made of clean slots (pool.c, hk_activate): its pages past what it has carved

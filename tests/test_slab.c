@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -584,6 +585,7 @@ TEST(a_cache_grows_by_its_room_at_most) {
  * than HK_ROOM_TORN between walks, so each walk reads blocks freed recently. */
 static void *torn_room(void *arg) {
     (void)arg;
+    hk_side_off = 1; /* the walks home, without side lists */
     enum { N = 20000, LAST = 600 };
     void **p = hak_malloc(N * sizeof *p);
     for (int i = 0; i < N; i++) p[i] = hak_malloc(16);
@@ -604,13 +606,18 @@ static void *torn_room(void *arg) {
     return (void *)(uintptr_t)ok;
 }
 
-TEST(a_class_freed_without_reuse_goes_home_in_short_walks) { CHECK(in_new_thread(torn_room)); }
+TEST(a_class_freed_without_reuse_goes_home_in_short_walks) {
+    int ok = in_new_thread(torn_room);
+    hk_side_off = 0;
+    CHECK(ok);
+}
 
 /* Two classes torn down at once, their frees in turn: when one's room runs out, the walk
  * sends the other's cache home with it (heap.c, hk_heap_torn_walk), so each walk finds the
  * other class's cache empty too; every block goes home all the same. */
 static void *torn_together(void *arg) {
     (void)arg;
+    hk_side_off = 1; /* the walks home, without side lists */
     enum { N = 4000 };
     static void *a[N], *b[N];
     for (int i = 0; i < N; i++) a[i] = hak_malloc(16), b[i] = hak_malloc(128);
@@ -636,7 +643,11 @@ static void *torn_together(void *arg) {
     return (void *)(uintptr_t)ok;
 }
 
-TEST(classes_torn_down_together_go_home_together) { CHECK(in_new_thread(torn_together)); }
+TEST(classes_torn_down_together_go_home_together) {
+    int ok = in_new_thread(torn_together);
+    hk_side_off = 0;
+    CHECK(ok);
+}
 
 /* A class torn down and then allocated again: the teardown's last blocks, left in the cache
  * and each of another slab, go home at the next refill of another class (heap.c,
@@ -644,6 +655,7 @@ TEST(classes_torn_down_together_go_home_together) { CHECK(in_new_thread(torn_tog
  * block; the others empty. */
 static void *torn_then_reused(void *arg) {
     (void)arg;
+    hk_side_off = 1; /* the walks home, without side lists */
     enum { N = 20000, SIZE = 128, EXTRA = 2 }; /* some 40 slabs */
     void **p = hak_malloc(N * sizeof *p), *extra[EXTRA];
     for (int i = 0; i < EXTRA; i++) extra[i] = hak_malloc(SIZE);
@@ -689,7 +701,9 @@ static void *torn_then_reused(void *arg) {
 }
 
 TEST(a_class_torn_down_and_reused_sends_its_last_blocks_home) {
-    CHECK(in_new_thread(torn_then_reused));
+    int ok = in_new_thread(torn_then_reused);
+    hk_side_off = 0;
+    CHECK(ok);
 }
 
 /* A slab's free list made of the thread's own frees is handed out in address order (heap.c,
@@ -788,6 +802,7 @@ static int fill_past(struct hk_slab *s, int *n) {
 }
 static void *walk_runs(void *arg) {
     (void)arg;
+    hk_side_off = 1; /* the walks home, without side lists */
     int ok = 1, nfill = 0;
     for (int i = 0; i < RUN_N; i++) p_run[i] = hak_malloc(64);
     struct hk_slab *s = hk_slab_of((uintptr_t)p_run[0]);
@@ -840,7 +855,11 @@ static void *walk_runs(void *arg) {
     for (int i = 0; i < nfill; i++) hak_free(fill_run[i]);
     return (void *)(uintptr_t)ok;
 }
-TEST(a_walk_home_takes_a_slabs_blocks_in_runs) { CHECK(in_new_thread(walk_runs)); }
+TEST(a_walk_home_takes_a_slabs_blocks_in_runs) {
+    int ok = in_new_thread(walk_runs);
+    hk_side_off = 0;
+    CHECK(ok);
+}
 
 /* A walk home frees to full slabs of lists of the thread's own on its first step, and moves
  * them to the partial list at its end (heap.c, HK_LIST_FULL_FREED); those beyond the first
@@ -852,6 +871,7 @@ enum { FULL_N = 40, FULL_PER = 1024 };
 static void *full_blk[(FULL_N + 1) * FULL_PER], *full_again[FULL_N];
 static void *full_walks(void *arg) {
     (void)arg;
+    hk_side_off = 1; /* the walks home, without side lists */
     int ok = 1, n = (FULL_N + 1) * FULL_PER;
     struct hk_slab *slab[FULL_N];
     for (int i = 0; i < n; i++) full_blk[i] = hak_malloc(64);
@@ -889,7 +909,11 @@ static void *full_walks(void *arg) {
     for (int k = 0; k < FULL_N; k++) hak_free(full_again[k]);
     return (void *)(uintptr_t)ok;
 }
-TEST(a_walk_home_makes_the_full_slabs_it_frees_to_partial) { CHECK(in_new_thread(full_walks)); }
+TEST(a_walk_home_makes_the_full_slabs_it_frees_to_partial) {
+    int ok = in_new_thread(full_walks);
+    hk_side_off = 0;
+    CHECK(ok);
+}
 
 /* Blocks another thread freed join the owner's slab list from its inbox: the list is then
  * not the owner's own (list_tag 0), and malloc takes it as it lies, without walking lines that
@@ -1010,6 +1034,151 @@ static void *room_waves(void *arg) {
     return (void *)(intptr_t)ok;
 }
 TEST(a_room_grows_for_waves_longer_than_it) { CHECK(in_new_thread(room_waves)); }
+
+/* Side lists (heap.c): a thread that frees a class without allocating it frees onto its slabs'
+ * side lists, each slab empties at the free of its last block, and a malloc of the class
+ * takes the lists back. 64-byte blocks, 12 slabs' worth, freed in a scattered order (a step
+ * prime to the count). In new threads, whose classes are not torn down yet. */
+enum { SIDE_PER = 1024, SIDE_SLABS = 12, SIDE_N = SIDE_PER * SIDE_SLABS, SIDE_STEP = 7919 };
+static void *side_p[SIDE_N];
+static struct hk_slab *side_sl[SIDE_N];
+
+static void side_fill(void) {
+    for (int i = 0; i < SIDE_N; i++) {
+        side_p[i] = hak_malloc(64);
+        side_sl[i] = hk_slab_of((uintptr_t)side_p[i]);
+    }
+}
+/* Frees the blocks whose index k has k % keep != 0 (all with keep 0), in the scattered order. */
+static void side_free(int keep) {
+    unsigned k = 0;
+    for (int n = 0; n < SIDE_N; n++) {
+        k = (k + SIDE_STEP) % SIDE_N;
+        if (keep == 0 || k % (unsigned)keep) {
+            hak_free(side_p[k]);
+            side_p[k] = NULL;
+        }
+    }
+}
+static int side_ptr_cmp(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void *side_reuse(void *arg) {
+    (void)arg;
+    hk_side_off = 0;
+    int ok = 1;
+    side_fill();
+    side_free(4);
+    /* The slabs have side lists now, and each one's live blocks are exactly those not freed. */
+    int sided = 0, wrong = 0;
+    for (int i = 0; i < SIDE_N; i++) {
+        struct hk_slab *s = side_sl[i];
+        if (i > 0 && s == side_sl[i - 1]) continue;
+        uint32_t live = 0;
+        for (int j = 0; j < SIDE_N; j++) live += side_sl[j] == s && side_p[j] != NULL;
+        sided += s->side != 0;
+        wrong += hk_heap_slab_live(s) != live;
+    }
+    if (!(hk_counting || sided >= SIDE_SLABS - 1) || wrong) {
+        fprintf(stderr, "  %d slabs with side lists, %d with live counts wrong\n", sided, wrong);
+        ok = 0;
+    }
+    /* The class allocated again: the side lists go back, and what malloc hands out is what
+     * was freed, each block once. */
+    static uintptr_t all[SIDE_N];
+    int n = 0, outside = 0;
+    for (int i = 0; i < SIDE_N; i++)
+        if (side_p[i]) all[n++] = (uintptr_t)side_p[i];
+    while (n < SIDE_N) {
+        void *q = hak_malloc(64);
+        struct hk_slab *s = hk_slab_of((uintptr_t)q);
+        int mine = 0;
+        for (int j = 0; j < SIDE_N && !mine; j += SIDE_PER / 2) mine = side_sl[j] == s;
+        outside += !mine;
+        all[n++] = (uintptr_t)q;
+    }
+    qsort(all, SIDE_N, sizeof all[0], side_ptr_cmp);
+    int twice = 0;
+    for (int i = 1; i < SIDE_N; i++) twice += all[i] == all[i - 1];
+    sided = 0;
+    for (int i = 0; i < SIDE_N; i += SIDE_PER / 2) sided += side_sl[i]->side != 0;
+    if (twice || outside || sided) {
+        fprintf(stderr, "  %d blocks handed out twice, %d from other slabs, %d side lists\n",
+                twice, outside, sided);
+        ok = 0;
+    }
+    for (int i = 0; i < SIDE_N; i++) hak_free((void *)all[i]);
+    hk_heap_flush();
+    for (int i = 0; i < SIDE_N; i += SIDE_PER / 2) ok &= side_sl[i]->side == 0;
+    return (void *)(intptr_t)ok;
+}
+TEST(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again) {
+    CHECK(in_new_thread(side_reuse));
+}
+
+static void *side_empties(void *arg) {
+    (void)arg;
+    hk_side_off = 0;
+    side_fill();
+    unsigned c = side_sl[0]->cls;
+    /* Each slab's live blocks, counted down as they are freed. */
+    enum { SLABS_MAX = SIDE_SLABS + 2 };
+    struct hk_slab *sl[SLABS_MAX];
+    int live[SLABS_MAX], ns = 0;
+    for (int i = 0; i < SIDE_N; i++) {
+        int j = 0;
+        while (j < ns && sl[j] != side_sl[i]) j++;
+        if (j == ns) {
+            if (ns == SLABS_MAX) return NULL;
+            sl[ns] = side_sl[i], live[ns++] = 0;
+        }
+        live[j]++;
+    }
+    /* Freed in the scattered order: a slab that is not current is no longer in use right
+     * after the free of its last block (a cache would keep it until its next walk home). */
+    int late = 0, emptied = 0;
+    unsigned k = 0;
+    for (int n = 0; n < SIDE_N; n++) {
+        k = (k + SIDE_STEP) % SIDE_N;
+        hak_free(side_p[k]);
+        int j = 0;
+        while (sl[j] != side_sl[k]) j++;
+        if (--live[j] > 0) continue;
+        struct hk_slab *s = sl[j];
+        emptied++;
+        late += s->cls == c && s->state == HK_SLOT_ACTIVE && s->list != HK_LIST_RETAINED &&
+                hk_tls.heap->cur[c] != s;
+    }
+    if ((late && !hk_counting) || emptied != ns) {
+        fprintf(stderr, "  %d of %d slabs still in use after their last free\n", late, emptied);
+        return NULL;
+    }
+    return (void *)1;
+}
+TEST(a_slab_on_a_side_list_empties_at_its_last_free) { CHECK(in_new_thread(side_empties)); }
+
+/* A thread that exits with blocks on side lists gives them back: once another thread has freed
+ * the rest, every slab goes back. */
+static void *side_exits(void *arg) {
+    (void)arg;
+    hk_side_off = 0;
+    side_fill();
+    side_free(4);
+    return (void *)1;
+}
+TEST(a_thread_that_exits_gives_its_side_lists_back) {
+    struct hak_stats a, b;
+    hak_trim();
+    hak_stats_get(&a);
+    CHECK(in_new_thread(side_exits));
+    for (int i = 0; i < SIDE_N; i++) hak_free(side_p[i]);
+    hak_trim();
+    hak_stats_get(&b);
+    CHECKF(b.slabs_active_now <= a.slabs_active_now, "active slabs %zu, %zu before",
+           b.slabs_active_now, a.slabs_active_now);
+}
 #endif
 
 /* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
@@ -1529,6 +1698,9 @@ int main(void) {
     RUN(a_walk_home_makes_the_full_slabs_it_frees_to_partial);
     RUN(another_threads_frees_leave_a_slab_list_unordered);
     RUN(a_room_grows_for_waves_longer_than_it);
+    RUN(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again);
+    RUN(a_slab_on_a_side_list_empties_at_its_last_free);
+    RUN(a_thread_that_exits_gives_its_side_lists_back);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
     RUN(an_idle_cache_goes_home);
