@@ -835,11 +835,40 @@ static struct hk_slab *hk_side_drop(struct hk_heap *h, unsigned i) {
         e->head = &h->free[s->cls];
     }
     if (!l) return NULL;
-    /* The slab's free list holds every carved block that used does not count. The shorter of
-     * the two lists is walked to its tail. */
-    uint32_t onlist = s->carved - s->used;
+    uint32_t onlist = s->carved - s->used; /* the blocks on its free list */
     HK_ASSERT(pushed >= 1 && pushed <= s->used);
     s->used -= pushed;
+    if (s->used == 0 && s->list != HK_LIST_CURRENT) {
+        /* Empty, and kept or given back: carved afresh when taken again, in address order,
+         * as a formatted slab is (the lists' order is lost; no block of it is live, and no
+         * entry admits it once it has emptied). */
+        s->free = NULL;
+        s->carved = 0;
+        __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
+        s->list_tag = 0;
+        s->bits_dirty = 1;
+        return s;
+    }
+    if (!s->free) hk_list_joins_new(s, h->tag); /* a new list of the thread's own */
+    if (hk_list_key(s) == h->tag) {
+        /* A list of the thread's own, bitmap and all: the side list's blocks get their bits,
+         * as a walk home sets them, so that malloc takes the list in address order (a sweep
+         * that frees half of its objects, bench/sweep, ran 0.70 times as fast with the lists
+         * as they lay). */
+        uint64_t *bits = hk_list_bits(l), inv = s->inv;
+        void *t = l;
+        for (uint32_t k = 1;; k++) {
+            hk_list_bit_in(bits, inv, t);
+            if (k == pushed) break;
+            t = hk_link_get(t);
+        }
+        HK_ASSERT(hk_link_get(t) == NULL);
+        hk_link_set(t, s->free);
+        s->free = l;
+        return s;
+    }
+    /* Another's list: the shorter of the two is walked to its tail, and the list is taken
+     * as it lies. */
     if (!s->free) {
         s->free = l;
     } else if (pushed <= onlist) {
@@ -854,7 +883,7 @@ static struct hk_slab *hk_side_drop(struct hk_heap *h, unsigned i) {
         HK_ASSERT(hk_link_get(t) == NULL);
         hk_link_set(t, l);
     }
-    s->list_tag = 0; /* its side list's blocks have no bits: taken as it lies */
+    s->list_tag = 0;
     return s;
 }
 

@@ -1091,13 +1091,23 @@ static void *side_reuse(void *arg) {
     int n = 0, outside = 0;
     for (int i = 0; i < SIDE_N; i++)
         if (side_p[i]) all[n++] = (uintptr_t)side_p[i];
+    /* In address order within each slab, but for what the cache held (a torn-down room's
+     * worth at most): the side lists' blocks got their bits when the lists went back. */
+    int falling = 0;
+    uintptr_t last = 0;
     while (n < SIDE_N) {
         void *q = hak_malloc(64);
         struct hk_slab *s = hk_slab_of((uintptr_t)q);
         int mine = 0;
         for (int j = 0; j < SIDE_N && !mine; j += SIDE_PER / 2) mine = side_sl[j] == s;
         outside += !mine;
+        falling += last && hk_slab_of(last) == s && (uintptr_t)q < last;
+        last = (uintptr_t)q;
         all[n++] = (uintptr_t)q;
+    }
+    if (falling > (int)HK_ROOM_TORN + SIDE_SLABS) {
+        fprintf(stderr, "  %d blocks below the one before in their slab\n", falling);
+        ok = 0;
     }
     qsort(all, SIDE_N, sizeof all[0], side_ptr_cmp);
     int twice = 0;
