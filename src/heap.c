@@ -919,6 +919,11 @@ static void hk_side_settle(struct hk_heap *h, struct hk_slab *s) {
  * The slabs are settled after the walks; that may run the tick, which may give back slots
  * too, so each slot is looked at as it is reached. */
 #define HK_SIDE_BATCH 64
+/* Blocks of a batch's side lists below which they are walked one list at a time: lines freed
+ * so few frees before are still in this core's caches, and a walk of several lists in turn
+ * keeps its state in memory (lua5.4 tests/lua/garbage.lua: 1.197 G instructions of the
+ * allocator's with every batch walked in turn, 1.12 G with this bound). */
+#define HK_SIDE_TOGETHER 4096u
 static void hk_side_disarm(struct hk_heap *h, unsigned c) {
     struct hk_side *d = h->side;
     if (c == UINT32_MAX) h->side_classes = 0;
@@ -937,7 +942,9 @@ static void hk_side_disarm(struct hk_heap *h, unsigned c) {
             if (r == 1) joined[nj++] = d->slab[i];
             nw += r == 2;
         }
-        while (nw) {
+        uint32_t blocks = 0;
+        for (unsigned k = 0; k < nw; k++) blocks += w[k].left;
+        while (nw > 1 && blocks >= HK_SIDE_TOGETHER) {
             for (unsigned k = 0; k < nw;) {
                 if (hk_side_walk_step(&w[k])) {
                     joined[nj++] = w[k].s;
@@ -946,6 +953,11 @@ static void hk_side_disarm(struct hk_heap *h, unsigned c) {
                     k++;
                 }
             }
+        }
+        for (unsigned k = 0; k < nw; k++) { /* one at a time: its loop keeps it in registers */
+            struct hk_side_walk v = w[k];
+            while (!hk_side_walk_step(&v)) {}
+            joined[nj++] = v.s;
         }
         for (unsigned k = 0; k < nj; k++) hk_side_settle(h, joined[k]);
     }
