@@ -798,15 +798,16 @@ static void hk_heap_torn_walk(struct hk_heap *h, unsigned c) {
  * tests its owner, tag and list, and sets its bit. So the slabs of such a class get side
  * lists (side.h): their owned-slab entries lead free's fast path to a list of the slab's own,
  * and to the count of the blocks it has left live, which the push counts down; at 0 the slab
- * is empty, and the slow path moves the list onto the slab, which goes back as any slab that
- * empties. A block on a side list is free, marked as in the cache, and counted in its slab's
- * used as a cached block is: no slab empties under it, nor goes to another thread.
+ * is empty, and goes as any slab that empties, to be carved afresh when taken again. A block
+ * on a side list is free, marked as in the cache, and counted in its slab's used as a cached
+ * block is: no slab empties under it, nor goes to another thread.
  * - Taken (hk_side_arm) for the class's slabs, current, partial and full, that hold their
  *   entry and HK_SIDE_MIN live blocks or more, as long as slots are free.
  * - Given back (hk_side_disarm) when the thread refills the class (malloc wants it again),
  *   when its cache goes (a trim, the tick, thread exit), and one by one as slabs empty. The
- *   list joins the slab's free list, unordered (its tag cleared: heap.c, hk_list_in_order),
- *   and a full slab goes partial.
+ *   list joins the slab's free list, its blocks' bits set where that is a list of the
+ *   thread's own (so that malloc takes it in address order, hk_list_in_order), and a full
+ *   slab goes partial.
  * - A helper (see "Idle owners") lets no slab with a slot go, and gives back the slot of a
  *   slab it empties: such a slab has no block on its side list, and no free of the owner's
  *   can push one (every block of it is free).
@@ -822,8 +823,7 @@ struct hk_side_walk {
     struct hk_slab *s;
     void *at, *head;
     uint64_t *bits;
-    uint64_t inv;
-    uint32_t left;
+    uint32_t inv, left;
 };
 
 /* Gives back slot i of the calling thread's heap h: the slab's entry leads to the class's
@@ -912,17 +912,18 @@ static void hk_side_settle(struct hk_heap *h, struct hk_slab *s) {
     else if (s->list == HK_LIST_FULL) hk_heap_unfull(h, s);
 }
 
-/* Gives back the slots of class c's slabs (all with UINT32_MAX), HK_SIDE_BATCH at a time.
+/* Gives back the slots of class c's slabs (all with UINT32_MAX), HK_SIDE_BATCH at a time (a
+ * batch's walks take 1.3 KiB of the stack, where a thread's may be 16 KiB in all).
  * The side lists that get bits are walked a block of each in turn, so that their loads are in
  * flight together: they were freed long before (a sweep's, all over the heap), and walked one
  * after the other, each link waits for the one before it (bench/sweep: a fifth of the run).
  * The slabs are settled after the walks; that may run the tick, which may give back slots
  * too, so each slot is looked at as it is reached. */
-#define HK_SIDE_BATCH 64
+#define HK_SIDE_BATCH 32
 /* Blocks of a batch's side lists below which they are walked one list at a time: lines freed
  * so few frees before are still in this core's caches, and a walk of several lists in turn
  * keeps its state in memory (lua5.4 tests/lua/garbage.lua: 1.197 G instructions of the
- * allocator's with every batch walked in turn, 1.12 G with this bound). */
+ * allocator's with every batch walked in turn, 1.135 G with this bound). */
 #define HK_SIDE_TOGETHER 4096u
 static void hk_side_disarm(struct hk_heap *h, unsigned c) {
     struct hk_side *d = h->side;
