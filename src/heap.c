@@ -854,11 +854,7 @@ static int hk_side_drop(struct hk_heap *h, unsigned i, struct hk_side_walk *w) {
         /* Empty, and kept or given back: carved afresh when taken again, in address order,
          * as a formatted slab is (the lists' order is lost; no block of it is live, and no
          * entry admits it once it has emptied). */
-        s->free = NULL;
-        s->carved = 0;
-        __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
-        s->list_tag = 0;
-        s->bits_dirty = 1;
+        hk_slab_uncarve(s);
         return 1;
     }
     if (!s->free) hk_list_joins_new(s, h->tag); /* a new list of the thread's own */

@@ -267,12 +267,7 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
  * once, heap.c, hk_was_shared). Smaller ones are not, which would break the lines up. */
 static void *hk_orphan_share_run(struct hk_slab *s, uint32_t *n) {
     uint32_t bs = s->bsize, low = bs & (0u - bs), r = low >= 64 ? 1 : 64 / low;
-    if (s->used == 0 && s->carved) {
-        s->free = NULL;
-        s->bits_dirty = 1;
-        s->carved = 0; /* no live block: nobody reads these two */
-        __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED);
-    }
+    if (s->used == 0 && s->carved) hk_slab_uncarve(s);
     if (r == 1 && s->free) {
         s->idle_since = 0;
         *n = 1;

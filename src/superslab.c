@@ -30,6 +30,13 @@ void hk_slab_format(struct hk_slab *s, unsigned c) {
     __atomic_store_n(&s->cls, (uint8_t)c, __ATOMIC_RELEASE);
 }
 
+void hk_slab_uncarve(struct hk_slab *s) {
+    s->free = NULL;
+    s->bits_dirty = 1; /* the bits of its last list may be left */
+    s->carved = 0;
+    __atomic_store_n(&s->lim, 0, __ATOMIC_RELAXED); /* read racily by free's second try */
+}
+
 void hk_list_joins_new(struct hk_slab *s, uint8_t t) {
     s->list_tag = t;
     if (s->cls < HK_NSMALL && s->bits_dirty) { /* a mid span's list is taken a block at a time */

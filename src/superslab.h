@@ -322,6 +322,9 @@ static inline void hk_slab_list_unlink(struct hk_slab **head, struct hk_slab *s)
 
 /* Prepares the ACTIVE slab s (its slots already marked) to serve class c: nothing carved. */
 void hk_slab_format(struct hk_slab *s, unsigned c) HK_INTERNAL;
+/* Small slab s, with no live block, drops its free list and is carved again from its start
+ * when next used, in address order, as a formatted slab is (its list and bitmap forgotten). */
+void hk_slab_uncarve(struct hk_slab *s) HK_INTERNAL;
 /* The first block of s's free list (not empty), taken off it and counted as used, its link
  * cleared. A link that leads out of the slab's carved blocks was overwritten (a write to a
  * block after its free): reported, and the rest of the list dropped. */

@@ -34,6 +34,17 @@ static int in_new_thread(void *(*fn)(void *)) {
     return ok == (void *)1;
 }
 
+#ifndef HK_HARDENED
+/* in_new_thread for a test of the walks home: no slab gets a side list meanwhile (heap.c,
+ * "Side lists"), so that the walks take every block. */
+static int in_new_thread_walking(void *(*fn)(void *)) {
+    hk_side_off = 1;
+    int ok = in_new_thread(fn);
+    hk_side_off = 0;
+    return ok;
+}
+#endif
+
 /* Blocks in the calling thread's cache of class c. */
 static unsigned cache_len(unsigned c) {
     unsigned n = 0;
@@ -585,7 +596,6 @@ TEST(a_cache_grows_by_its_room_at_most) {
  * than HK_ROOM_TORN between walks, so each walk reads blocks freed recently. */
 static void *torn_room(void *arg) {
     (void)arg;
-    hk_side_off = 1; /* the walks home, without side lists */
     enum { N = 20000, LAST = 600 };
     void **p = hak_malloc(N * sizeof *p);
     for (int i = 0; i < N; i++) p[i] = hak_malloc(16);
@@ -607,9 +617,7 @@ static void *torn_room(void *arg) {
 }
 
 TEST(a_class_freed_without_reuse_goes_home_in_short_walks) {
-    int ok = in_new_thread(torn_room);
-    hk_side_off = 0;
-    CHECK(ok);
+    CHECK(in_new_thread_walking(torn_room));
 }
 
 /* Two classes torn down at once, their frees in turn: when one's room runs out, the walk
@@ -617,7 +625,6 @@ TEST(a_class_freed_without_reuse_goes_home_in_short_walks) {
  * other class's cache empty too; every block goes home all the same. */
 static void *torn_together(void *arg) {
     (void)arg;
-    hk_side_off = 1; /* the walks home, without side lists */
     enum { N = 4000 };
     static void *a[N], *b[N];
     for (int i = 0; i < N; i++) a[i] = hak_malloc(16), b[i] = hak_malloc(128);
@@ -643,11 +650,7 @@ static void *torn_together(void *arg) {
     return (void *)(uintptr_t)ok;
 }
 
-TEST(classes_torn_down_together_go_home_together) {
-    int ok = in_new_thread(torn_together);
-    hk_side_off = 0;
-    CHECK(ok);
-}
+TEST(classes_torn_down_together_go_home_together) { CHECK(in_new_thread_walking(torn_together)); }
 
 /* A class torn down and then allocated again: the teardown's last blocks, left in the cache
  * and each of another slab, go home at the next refill of another class (heap.c,
@@ -655,7 +658,6 @@ TEST(classes_torn_down_together_go_home_together) {
  * block; the others empty. */
 static void *torn_then_reused(void *arg) {
     (void)arg;
-    hk_side_off = 1; /* the walks home, without side lists */
     enum { N = 20000, SIZE = 128, EXTRA = 2 }; /* some 40 slabs */
     void **p = hak_malloc(N * sizeof *p), *extra[EXTRA];
     for (int i = 0; i < EXTRA; i++) extra[i] = hak_malloc(SIZE);
@@ -701,9 +703,7 @@ static void *torn_then_reused(void *arg) {
 }
 
 TEST(a_class_torn_down_and_reused_sends_its_last_blocks_home) {
-    int ok = in_new_thread(torn_then_reused);
-    hk_side_off = 0;
-    CHECK(ok);
+    CHECK(in_new_thread_walking(torn_then_reused));
 }
 
 /* A slab's free list made of the thread's own frees is handed out in address order (heap.c,
@@ -802,7 +802,6 @@ static int fill_past(struct hk_slab *s, int *n) {
 }
 static void *walk_runs(void *arg) {
     (void)arg;
-    hk_side_off = 1; /* the walks home, without side lists */
     int ok = 1, nfill = 0;
     for (int i = 0; i < RUN_N; i++) p_run[i] = hak_malloc(64);
     struct hk_slab *s = hk_slab_of((uintptr_t)p_run[0]);
@@ -855,11 +854,7 @@ static void *walk_runs(void *arg) {
     for (int i = 0; i < nfill; i++) hak_free(fill_run[i]);
     return (void *)(uintptr_t)ok;
 }
-TEST(a_walk_home_takes_a_slabs_blocks_in_runs) {
-    int ok = in_new_thread(walk_runs);
-    hk_side_off = 0;
-    CHECK(ok);
-}
+TEST(a_walk_home_takes_a_slabs_blocks_in_runs) { CHECK(in_new_thread_walking(walk_runs)); }
 
 /* A walk home frees to full slabs of lists of the thread's own on its first step, and moves
  * them to the partial list at its end (heap.c, HK_LIST_FULL_FREED); those beyond the first
@@ -871,7 +866,6 @@ enum { FULL_N = 40, FULL_PER = 1024 };
 static void *full_blk[(FULL_N + 1) * FULL_PER], *full_again[FULL_N];
 static void *full_walks(void *arg) {
     (void)arg;
-    hk_side_off = 1; /* the walks home, without side lists */
     int ok = 1, n = (FULL_N + 1) * FULL_PER;
     struct hk_slab *slab[FULL_N];
     for (int i = 0; i < n; i++) full_blk[i] = hak_malloc(64);
@@ -910,9 +904,7 @@ static void *full_walks(void *arg) {
     return (void *)(uintptr_t)ok;
 }
 TEST(a_walk_home_makes_the_full_slabs_it_frees_to_partial) {
-    int ok = in_new_thread(full_walks);
-    hk_side_off = 0;
-    CHECK(ok);
+    CHECK(in_new_thread_walking(full_walks));
 }
 
 /* Blocks another thread freed join the owner's slab list from its inbox: the list is then
@@ -1067,7 +1059,6 @@ static int side_ptr_cmp(const void *a, const void *b) {
 
 static void *side_reuse(void *arg) {
     (void)arg;
-    hk_side_off = 0;
     int ok = 1;
     side_fill();
     side_free(4);
@@ -1130,7 +1121,6 @@ TEST(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again) {
 
 static void *side_empties(void *arg) {
     (void)arg;
-    hk_side_off = 0;
     side_fill();
     unsigned c = side_sl[0]->cls;
     /* Each slab's live blocks, counted down as they are freed. */
@@ -1173,7 +1163,6 @@ TEST(a_slab_on_a_side_list_empties_at_its_last_free) { CHECK(in_new_thread(side_
  * the rest, every slab goes back. */
 static void *side_exits(void *arg) {
     (void)arg;
-    hk_side_off = 0;
     side_fill();
     side_free(4);
     return (void *)1;
