@@ -1480,6 +1480,11 @@ static void hk_heap_maybe_tick(struct hk_heap *h) {
 
 /* Slab s, owned and not current, has just lost its last live block. */
 static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
+    /* One of the heap's slabs, on one of its lists: a slab emptied twice would go to the
+     * pool twice, and be purged under the thread that took it next. */
+    HK_ASSERT(atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner &&
+              (s->list == HK_LIST_CURRENT || s->list == HK_LIST_PARTIAL ||
+               s->list == HK_LIST_FULL || s->list == HK_LIST_FULL_FREED));
     unsigned c = s->cls;
 #ifndef HK_HARDENED
     if (s->side) hk_side_forget(h, s);
