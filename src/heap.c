@@ -1931,9 +1931,10 @@ static int hk_heap_may_free(struct hk_slab *s, void *p, const char *op) {
 static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
 
 /* free of block p of slab s (class c), one of the calling thread's (its class and owner
- * cannot change under it), validated, with the heap marked busy. Programs whose live small
- * blocks span more slabs than the table has entries come here often: the block goes into the
- * stash (heap.h, "Reuse"), or is freed here at once. A full slab (one whose entry another
+ * cannot change under it: the owner was read with the heap marked busy), validated, with the
+ * heap marked busy. Programs whose live small blocks span more slabs than the table has
+ * entries come here often: the block goes into the stash (heap.h, "Reuse"), or is freed here
+ * at once. A full slab (one whose entry another
  * slab took, or any in the hardened build) is freed to at once and gets its entry back. A
  * partial slab whose entry is free takes it (a helper that made the slab partial left the
  * table alone). */
@@ -2295,7 +2296,15 @@ static HK_NOINLINE void hk_heap_free_last_room(struct hk_heap *h, void *p) {
 static HK_NOINLINE void hk_heap_free_own(struct hk_heap *h, void *p) {
     struct hk_slab *s = hk_slot_of((uintptr_t)p); /* a small slab is one slot */
     hk_heap_enter(h);
-    hk_free_mine(h, s, __atomic_load_n(&s->cls, __ATOMIC_RELAXED), p);
+    /* hk_free_by_meta read the owner before the heap was marked busy: a helper may have let
+     * the slab go to the orphans since (hk_heap_give_up_partial), and freed as the thread's
+     * own, its last block emptied it into the pool while it stayed on the orphans' list (the
+     * next adoption took a slab of the pool: stress with HAKMEM_PURGE_DELAY_MS=0
+     * HAKMEM_SOFT_CAP=0, about 1 run in 120). Read again now that no helper can change it. */
+    if (HK_LIKELY(atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner))
+        hk_free_mine(h, s, __atomic_load_n(&s->cls, __ATOMIC_RELAXED), p);
+    else
+        hk_free_dispatch(h, s, p);
     hk_heap_free_leave(h);
 }
 #endif
