@@ -1934,10 +1934,9 @@ static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
  * cannot change under it: the owner was read with the heap marked busy), validated, with the
  * heap marked busy. Programs whose live small blocks span more slabs than the table has
  * entries come here often: the block goes into the stash (heap.h, "Reuse"), or is freed here
- * at once. A full slab (one whose entry another
- * slab took, or any in the hardened build) is freed to at once and gets its entry back. A
- * partial slab whose entry is free takes it (a helper that made the slab partial left the
- * table alone). */
+ * at once. A full slab (one whose entry another slab took, or any in the hardened build) is
+ * freed to at once and gets its entry back. A partial slab whose entry is free takes it (a
+ * helper that made the slab partial left the table alone). */
 static inline __attribute__((always_inline)) void hk_free_mine(struct hk_heap *h, struct hk_slab *s,
                                                                unsigned c, void *p) {
     if (s->list != HK_LIST_FULL && c < HK_NSMALL) {
