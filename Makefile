@@ -3,6 +3,8 @@
 #   make debug      the same with assertions and -O1 -g: build/debug/
 #   make hardened   the hardened build (encoded free lists, guards, random carving; see
 #                   docs/RELIABILITY.md): build/hardened/libhakmem.so and .a
+#   make chaos      the debug build with random delays where threads race, and fast ticks
+#                   (src/chaos.h): build/chaos/libhakmem.so and .a, for tests/stress
 #   make test       every test (unit, API, randomized, threads, real programs, bench smoke)
 #   make test-asan  the unit, API and randomized tests under ASan+UBSan (hak_* API only)
 #   make test-tsan  the threaded tests under ThreadSanitizer (hak_* API only)
@@ -21,6 +23,7 @@ CFLAGS_COMMON := -std=c11 -Wall -Wextra -Wshadow -fPIC -pthread -fvisibility=hid
 CFLAGS_RELEASE := -O2 -g -DNDEBUG
 CFLAGS_DEBUG   := -O1 -g -DHK_DEBUG
 CFLAGS_HARDENED := -O2 -g -DNDEBUG -DHK_HARDENED
+CFLAGS_CHAOS   := -O1 -g -DHK_DEBUG -DHK_CHAOS
 CFLAGS_ASAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=address,undefined \
                   -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 CFLAGS_TSAN    := -O1 -g -DHK_DEBUG -DHK_NO_OVERRIDE -fsanitize=thread
@@ -32,12 +35,13 @@ LDFLAGS_SO     := -shared -pthread -Wl,-z,now -Wl,--no-undefined \
 SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakmem.h
 
-.PHONY: all release debug hardened test test-asan test-tsan stress fuzz bench bench-deps \
+.PHONY: all release debug hardened chaos test test-asan test-tsan stress fuzz bench bench-deps \
         install uninstall clean
 all: release
 release: build/libhakmem.so build/libhakmem.a
 debug: build/debug/libhakmem.so build/debug/libhakmem.a
 hardened: build/hardened/libhakmem.so build/hardened/libhakmem.a
+chaos: build/chaos/libhakmem.so build/chaos/libhakmem.a
 
 # One pattern per flavour: objects go to build/<flavour>/obj.
 build/obj/%.o: src/%.c $(HDRS)
@@ -49,6 +53,9 @@ build/debug/obj/%.o: src/%.c $(HDRS)
 build/hardened/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS_HARDENED) $(CFLAGS) -c $< -o $@
+build/chaos/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS_CHAOS) $(CFLAGS) -c $< -o $@
 build/asan/obj/%.o: src/%.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS_ASAN) $(CFLAGS) -c $< -o $@
@@ -59,6 +66,7 @@ build/tsan/obj/%.o: src/%.c $(HDRS)
 OBJS       := $(SRCS:src/%.c=build/obj/%.o)
 DEBUG_OBJS := $(SRCS:src/%.c=build/debug/obj/%.o)
 HARDENED_OBJS := $(SRCS:src/%.c=build/hardened/obj/%.o)
+CHAOS_OBJS := $(SRCS:src/%.c=build/chaos/obj/%.o)
 ASAN_OBJS  := $(SRCS:src/%.c=build/asan/obj/%.o)
 TSAN_OBJS  := $(SRCS:src/%.c=build/tsan/obj/%.o)
 
@@ -73,6 +81,10 @@ build/debug/libhakmem.a: $(DEBUG_OBJS)
 build/hardened/libhakmem.so: $(HARDENED_OBJS) Makefile
 	$(CC) $(LDFLAGS_SO) -o $@ $(filter %.o,$^)
 build/hardened/libhakmem.a: $(HARDENED_OBJS)
+	rm -f $@ && ar rcs $@ $^
+build/chaos/libhakmem.so: $(CHAOS_OBJS) Makefile
+	$(CC) $(LDFLAGS_SO) -o $@ $(filter %.o,$^)
+build/chaos/libhakmem.a: $(CHAOS_OBJS)
 	rm -f $@ && ar rcs $@ $^
 build/asan/libhakmem.a: $(ASAN_OBJS)
 	rm -f $@ && ar rcs $@ $^
@@ -92,7 +104,8 @@ TEST_BINS   := $(UNIT_TESTS:%=build/tests/%) $(UNIT_TESTS:%=build/tests/%_debug)
                build/tests/test_api_preload build/tests/test_misuse build/tests/test_misuse_first \
                build/tests/test_no_keys build/tests/test_dlopen build/tests/test_oom \
                build/tests/test_oom_debug \
-               build/tests/stress build/tests/hello build/tests/trace_workload \
+               build/tests/stress build/tests/stress_chaos build/tests/hello \
+               build/tests/trace_workload \
                build/tests/stats_workload \
                build/tests/cxx_program
 
@@ -105,6 +118,9 @@ build/tests/%_debug: tests/%.c tests/check.h build/debug/libhakmem.a
 build/tests/%_hardened: tests/%.c tests/check.h build/hardened/libhakmem.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DHK_HARDENED -o $@ $< build/hardened/libhakmem.a
+build/tests/%_chaos: tests/%.c tests/check.h build/chaos/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< build/chaos/libhakmem.a
 build/tests/%_asan: tests/%.c tests/check.h build/asan/libhakmem.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $(CFLAGS_ASAN) -o $@ $< build/asan/libhakmem.a

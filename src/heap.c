@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "carve.h"
+#include "chaos.h"
 #include "clock.h"
 #include "config.h"
 #include "decay.h"
@@ -41,8 +42,8 @@ _Static_assert(offsetof(struct hk_heap, room) ==
                    offsetof(struct hk_heap, free) + sizeof(void *) * (HK_NCLASS + 1),
                "free's fast path finds a class's room one array after its cache");
 
-#define HK_TICK_MS 10      /* a thread's tick runs at most this often */
-#define HK_TICK_REFILLS 16 /* refills between two looks at the clock */
+#define HK_TICK_MS HK_CHAOS_FAST(10, 1) /* a thread's tick runs at most this often */
+#define HK_TICK_REFILLS HK_CHAOS_FAST(16, 2) /* refills between two looks at the clock */
 
 /* The calling thread has just left `bytes` idle (now): once what it left idle within a tick,
  * less what it took back (a kept or pooled slab, a large block), makes HK_BEAT_BYTES, its
@@ -162,12 +163,12 @@ static void hk_heap_watch_exit(struct hk_heap *h) {
  * before 4.14, seccomp filters) inboxes wait for their owners; under ThreadSanitizer, which
  * cannot see membarrier's ordering, too. */
 
-#define HK_HELP_MS 10
+#define HK_HELP_MS HK_CHAOS_FAST(10, 1)
 /* An owner that was helped and has run no tick for this long loses its partial slabs. Where
  * a blocked thread's blocks are freed fast (larson's main thread, 16 lanes on 2 cores), the
  * others carve fresh slabs while they wait: the run peaked at 88 MiB with 100 ms, 73 with 40,
  * 72 with 20 (tcmalloc 52). */
-#define HK_IDLE_MS 40
+#define HK_IDLE_MS HK_CHAOS_FAST(40, 2)
 
 /* A helper has claimed the calling thread's heap: waits until it is done. */
 static HK_NOINLINE HK_COLD void hk_heap_wait(struct hk_heap *h) {
@@ -189,6 +190,7 @@ static _Atomic uint64_t hk_help_next;
  * refill refills again (hk_heap_corrupt), and the outer refill, once the inner one has left,
  * only returns the block. */
 static inline void hk_heap_enter(struct hk_heap *h) {
+    hk_chaos(); /* after what the caller read unmarked */
     atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* membarrier orders the store and the load */
     if (HK_UNLIKELY(atomic_load_explicit(&h->claimed, memory_order_acquire))) hk_heap_wait(h);
@@ -249,6 +251,7 @@ static void hk_heap_help(struct hk_owner *o) {
     int err = errno; /* a failed syscall must not show through malloc */
     atomic_store_explicit(&oh->claimed, 1, memory_order_relaxed);
     if (hk_membarrier() && !atomic_load_explicit(&oh->busy, memory_order_acquire)) {
+        hk_chaos(); /* the owner, back in a slow path meanwhile, waits */
         void *lists[HK_LANES];
         hk_owner_take(o, lists);
         int any = 0;
@@ -1221,7 +1224,7 @@ static void hk_heap_quiet_classes(struct hk_heap *h, uint64_t now, uint64_t quie
  * free; larson with a new thread every 1,000 replacements). A record that no thread took within
  * HK_PARK_MS (as any thread's tick sees it), or at a flush or trim, is given up: its slabs go
  * to the pool or the orphans, and its inbox is applied, as at an exit before. */
-#define HK_PARK_MS 20
+#define HK_PARK_MS HK_CHAOS_FAST(20, 2)
 #define HK_PARKED_PUSHES_MAX 4096
 #define HK_PARKED_KIB_MAX 2048
 
@@ -2254,6 +2257,7 @@ static HK_NOINLINE void hk_heap_free_orphan(struct hk_heap *h, struct hk_slab *s
     if (c < HK_NSMALL) {
         /* hk_heap_enter, except that a heap a helper holds goes to the full path, which
          * waits: no call here, so no register to save (8 instructions a free). */
+        hk_chaos();
         atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst);
         int done = !atomic_load_explicit(&h->claimed, memory_order_acquire) &&

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../include/hakmem.h"
+#include "chaos.h"
 #include "clock.h"
 #include "config.h"
 #include "drawdown.h"
@@ -747,6 +748,7 @@ static int hk_pend_push(struct hk_arena *a, uintptr_t p) {
     for (unsigned k = 0; k < HK_PEND; k++) {
         _Atomic uintptr_t *slot = &a->pend[(first + k) % HK_PEND];
         uintptr_t none = 0;
+        hk_chaos();
         if (atomic_load_explicit(slot, memory_order_relaxed) == 0 &&
             atomic_compare_exchange_strong_explicit(slot, &none, p, memory_order_release,
                                                     memory_order_relaxed)) {

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 
 #include "block.h"
+#include "chaos.h"
 #include "common.h"
 #include "size_class.h"
 #include "stats.h"
@@ -136,6 +137,7 @@ static inline int hk_owner_push_list(struct hk_owner *o, unsigned lane, void *he
     do {
         if (old == HK_INBOX_CLOSED) return 0;
         hk_link_set(tail, old);
+        hk_chaos();
     } while (!atomic_compare_exchange_weak_explicit(in, &old, head, memory_order_release,
                                                     memory_order_acquire));
     return 1;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "../include/hakmem.h"
+#include "chaos.h"
 #include "clock.h"
 #include "drawdown.h"
 #include "lock.h"
@@ -550,6 +551,7 @@ again:
         if ((i = hk_find_run(ss->avail, k)) >= 0) return hk_take_run(ss, (unsigned)i, k, c, now);
     hk_pool_unlock();
     /* A new SuperSlab, mapped without the lock: it is nobody's until it is listed. */
+    hk_chaos();
     int fresh;
     if ((ss = hk_ss_map(&fresh)) == NULL) return NULL;
     hk_pool_lock();
