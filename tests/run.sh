@@ -84,7 +84,9 @@ run "stress, 10 s, 8 threads, nothing kept (HAKMEM_PURGE_DELAY_MS=0 HAKMEM_SOFT_
 # above, undone: 10 runs of 5 s in 10 stopped, against 1 run in 175 of the plain stress).
 run "stress under the chaos build, 10 s, 32 threads, nothing kept" \
     env HAKMEM_PURGE_DELAY_MS=0 HAKMEM_SOFT_CAP=0 build/tests/stress_chaos 10 32
-run "stress under the chaos build, 10 s, 48 threads" build/tests/stress_chaos 10 48
+# Workers of 100 to 1,100 steps: threads exit and hand their heaps over 10 times as often.
+run "stress under the chaos build, 10 s, 48 threads of 100 to 1,100 steps" \
+    build/tests/stress_chaos 10 48 1 1100
 run "fuzz ops (libFuzzer, 10 s; make fuzz runs it longer)" tests/fuzz.sh 10
 run "configuration" tests/config.sh
 run "tracing" tests/trace.sh

@@ -1,8 +1,9 @@
-/* stress [SECONDS=60] [THREADS=4] [SEED=1]: many threads for a set time doing everything a
- * program does to an allocator at once, with every block's contents checked.
+/* stress [SECONDS=60] [THREADS=4] [SEED=1] [STEPS=22000]: many threads for a set time doing
+ * everything a program does to an allocator at once, with every block's contents checked.
  *
- * Workers come and go: each runs a random number of steps and exits, and the main thread
- * starts another in its place until the time is up. A step allocates a block of a random size
+ * Workers come and go: each runs a random number of steps (STEPS/11 to STEPS) and exits, and
+ * the main thread starts another in its place until the time is up (a small STEPS: threads
+ * that exit and hand their heaps over many times a second). A step allocates a block of a random size
  * in any tier (small, mid, large, aligned up to 2 MiB, calloc), fills it, and either swaps it
  * into a shared table, freeing the block it displaces (usually another thread's, often one
  * whose thread has exited: remote and orphan frees), or keeps it in the worker's own set,
@@ -38,7 +39,7 @@ struct hdr {
 static _Atomic(struct hdr *) table[SLOTS];
 static _Atomic uint64_t steps_done, bytes_done, errors;
 static _Atomic int stop;
-static uint64_t seed0;
+static uint64_t seed0, max_steps = 22000;
 
 static double now_sec(void) {
     struct timespec t;
@@ -160,7 +161,7 @@ static struct hdr *resize(struct hdr *h, uint64_t *s) {
 static void *worker(void *arg) {
     uint64_t s = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull ^ seed0;
     struct hdr *own[OWN] = {0};
-    uint64_t steps = 2000 + rnd(&s) % 20000, done = 0;
+    uint64_t steps = max_steps / 11 + rnd(&s) % (max_steps - max_steps / 11), done = 0;
     for (; done < steps && !atomic_load_explicit(&stop, memory_order_relaxed); done++) {
         uint64_t u = rnd(&s) % 100;
         if (u < 45) {
@@ -189,8 +190,10 @@ int main(int argc, char **argv) {
     double seconds = argc > 1 ? atof(argv[1]) : 60;
     int nthreads = argc > 2 ? atoi(argv[2]) : 4;
     seed0 = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;
-    if (seconds <= 0 || nthreads < 1 || nthreads > MAX_WORKERS) {
-        fprintf(stderr, "usage: stress [SECONDS>0] [THREADS 1..%d] [SEED]\n", MAX_WORKERS);
+    max_steps = argc > 4 ? strtoull(argv[4], NULL, 10) : max_steps;
+    if (seconds <= 0 || nthreads < 1 || nthreads > MAX_WORKERS || max_steps < 11) {
+        fprintf(stderr, "usage: stress [SECONDS>0] [THREADS 1..%d] [SEED] [STEPS>=11]\n",
+                MAX_WORKERS);
         return 2;
     }
     /* One worker first, so that the main thread's own slabs (glibc allocates on it for
