@@ -9,10 +9,10 @@
  * thread enters its heap's slow paths, where a helper works in another thread's heap, before
  * the compare-and-swaps of the inboxes and the large tier's queued frees, and before a
  * SuperSlab is mapped without the pool's lock; and it runs the threads' ticks, helps and
- * hand-overs of exited threads' heaps 5 to 20 times as often (HK_CHAOS_FAST). So each such window is
- * crossed while other threads run, thousands of times a second. With 3164de7 undone,
- * tests/stress stopped in 10 runs of 5 seconds out of 10 (32 threads; docs/RELIABILITY.md,
- * "Stress"); tests/run.sh runs it. */
+ * hand-overs of exited threads' heaps 5 to 20 times as often (HK_CHAOS_FAST). So each such
+ * window is crossed while other threads run, thousands of times a second. With 3164de7
+ * undone, tests/stress stopped in 10 runs of 5 seconds out of 10 (32 threads;
+ * docs/RELIABILITY.md, "Stress"); tests/run.sh runs it. */
 #ifndef HK_CHAOS_H
 #define HK_CHAOS_H
 
