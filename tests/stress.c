@@ -3,16 +3,16 @@
  *
  * Workers come and go: each runs a random number of steps (STEPS/11 to STEPS) and exits, and
  * the main thread starts another in its place until the time is up (a small STEPS: threads
- * that exit and hand their heaps over many times a second). A step allocates a block of a random size
- * in any tier (small, mid, large, aligned up to 2 MiB, calloc), fills it, and either swaps it
- * into a shared table, freeing the block it displaces (usually another thread's, often one
- * whose thread has exited: remote and orphan frees), or keeps it in the worker's own set,
- * where it is later grown or shrunk with realloc or freed. Every block starts with its size
- * and a tag from which each of its bytes follows; each is checked in full (sparsely above
- * 64 KiB) before it is freed or after it is moved, so a block handed out twice, damaged or
- * not copied right is found. At the end the table is emptied and hakmem must hold exactly
- * what it held at the start: no live large block, and as many active slabs as before (a
- * single leaked block would keep its slab). Links against build/libhakmem.a: the standard
+ * that exit and hand their heaps over many times a second). A step allocates a block of a
+ * random size in any tier (small, mid, large, aligned up to 2 MiB, calloc), fills it, and
+ * either swaps it into a shared table, freeing the block it displaces (usually another
+ * thread's, often one whose thread has exited: remote and orphan frees), or keeps it in the
+ * worker's own set, where it is later grown or shrunk with realloc or freed. Every block starts
+ * with its size and a tag from which each of its bytes follows; each is checked in full
+ * (sparsely above 64 KiB) before it is freed or after it is moved, so a block handed out twice,
+ * damaged or not copied right is found. At the end the table is emptied and hakmem must hold
+ * exactly what it held at the start: no live large block, and as many active slabs as before
+ * (a single leaked block would keep its slab). Links against build/libhakmem.a: the standard
  * names, and glibc's own allocations, are hakmem's. Prints PASS/FAIL lines for tests/run.sh. */
 #define _GNU_SOURCE
 #include <errno.h>
