@@ -6,13 +6,15 @@
  * that kind opens a window of a few instructions: the one fixed in 3164de7 (free's own-block
  * path acted on an owner read before the heap was marked busy) stopped tests/stress about once
  * in 175 runs of 10 seconds. The chaos build yields the processor or sleeps at random where a
- * thread enters its heap's slow paths, where a helper works in another thread's heap, before
- * the compare-and-swaps of the inboxes and the large tier's queued frees, and before a
- * SuperSlab is mapped without the pool's lock; and it runs the threads' ticks, helps and
- * hand-overs of exited threads' heaps 5 to 20 times as often (HK_CHAOS_FAST). So each such
- * window is crossed while other threads run, thousands of times a second. With 3164de7
- * undone, tests/stress stopped in 10 runs of 5 seconds out of 10 (32 threads;
- * docs/RELIABILITY.md, "Stress"); tests/run.sh runs it. */
+ * thread enters or leaves its heap's slow paths, after free's second try reads a slab's owner,
+ * before and while a helper works in another thread's heap, before an exiting thread
+ * unpublishes its heap, before an orphan's free takes its stripe, before the compare-and-swaps
+ * of the inboxes and the large tier's queued frees, and before a SuperSlab is mapped without
+ * the pool's lock; and it runs the threads' ticks, helps and hand-overs of exited threads'
+ * heaps 5 to 20 times as often (HK_CHAOS_FAST). So each such window is crossed while other
+ * threads run, thousands of times a second. With 3164de7 undone, tests/stress stopped in 10
+ * runs of 5 seconds out of 10 (32 threads; docs/RELIABILITY.md, "Stress"); tests/run.sh runs
+ * it. */
 #ifndef HK_CHAOS_H
 #define HK_CHAOS_H
 

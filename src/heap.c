@@ -198,6 +198,7 @@ static inline void hk_heap_enter(struct hk_heap *h) {
 
 static inline void hk_heap_leave(struct hk_heap *h) {
     atomic_store_explicit(&h->busy, 0, memory_order_release);
+    hk_chaos(); /* a helper may claim the heap now */
 }
 
 /* Whether the process may use hk_membarrier (registers it the first time). */
@@ -248,6 +249,7 @@ static void hk_heap_help(struct hk_owner *o) {
         atomic_store_explicit(&o->claim, 0, memory_order_release);
         return;
     }
+    hk_chaos(); /* the owner may exit or enter a slow path meanwhile */
     int err = errno; /* a failed syscall must not show through malloc */
     atomic_store_explicit(&oh->claimed, 1, memory_order_relaxed);
     if (hk_membarrier() && !atomic_load_explicit(&oh->busy, memory_order_acquire)) {
@@ -2113,6 +2115,7 @@ static inline enum hk_meta hk_free_by_meta(struct hk_heap *h, void *p) {
     if (HK_UNLIKELY(!hk_carved_start(s, c, off) || hk_marked_as(p, hk_free_mark())))
         goto refused;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
+    hk_chaos(); /* a helper may let the slab go now: what follows must not trust o */
     if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL)) goto unstashed;
     /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"; nostash says
      * both), unless its own; and one of its own that the full path hands its table entry,
@@ -2755,6 +2758,7 @@ static void hk_heap_teardown(struct hk_heap *h) {
 #endif
     /* Helpers: nothing to do. One that loaded the heap before this store holds the claim:
      * this thread's storage must outlive its flag on it (see "Idle owners"). */
+    hk_chaos(); /* a helper may load the heap before it is unpublished */
     atomic_store_explicit(&o->heap, NULL, memory_order_seq_cst);
     while (atomic_load_explicit(&o->claim, memory_order_seq_cst)) sched_yield();
     /* The heap goes back to the table it started with, which admits nothing, and a table it

@@ -1,4 +1,5 @@
 #include "orphan.h"
+#include "chaos.h"
 
 #include <pthread.h>
 
@@ -171,6 +172,7 @@ int hk_orphan_free(struct hk_slab *s, void *p) {
      * back to the pool: the block was freed already. */
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
     if (c != HK_CLS_NONE) {
+        hk_chaos(); /* the slab may be adopted or emptied before the stripe is held */
         hk_lock(hk_orphan_lock(c));
         int done = __atomic_load_n(&s->cls, __ATOMIC_RELAXED) == c
                        ? hk_orphan_free_locked(s, p, &emptied, 0)
