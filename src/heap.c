@@ -2115,7 +2115,7 @@ static inline enum hk_meta hk_free_by_meta(struct hk_heap *h, void *p) {
     if (HK_UNLIKELY(!hk_carved_start(s, c, off) || hk_marked_as(p, hk_free_mark())))
         goto refused;
     struct hk_owner *o = atomic_load_explicit(&s->owner, memory_order_relaxed), *me = h->owner;
-    hk_chaos(); /* a helper may let the slab go now: what follows must not trust o */
+    hk_chaos(); /* a helper may let the slab go now: what acts on o reads it again, busy */
     if (HK_UNLIKELY(!h->take_ok || h->cur[c] == NULL)) goto unstashed;
     /* Of a live thread's slab not adopted from an exited one (heap.h, "Reuse"; nostash says
      * both), unless its own; and one of its own that the full path hands its table entry,
