@@ -462,8 +462,9 @@ HK_EXPORT void *hak_aligned_alloc(size_t align, size_t n) {
 }
 
 HK_EXPORT void *hak_memalign(size_t align, size_t n) {
-    /* glibc: an alignment that is not a power of two is rounded up to one. */
-    if (align > HK_MAX_REQUEST / 2 + 1) {
+    /* glibc: an alignment that is not a power of two is rounded up to one; above the largest
+     * power of two there is none (EINVAL), and one that cannot be met is ENOMEM. */
+    if (align > SIZE_MAX / 2 + 1) {
         errno = EINVAL;
         return NULL;
     }

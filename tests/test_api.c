@@ -188,6 +188,15 @@ TEST(aligned_alloc_memalign_valloc_pvalloc) {
     p = A(memalign)(65536, 10);
     CHECK(p && aligned(p, 65536));
     A(free)(p);
+    /* glibc: an alignment above SIZE_MAX / 2 + 1 is EINVAL; up to it, one that cannot be met
+     * is ENOMEM, rounded up to a power of two first. */
+    size_t top = ((size_t)-1 >> 1) + 1;
+    errno = 0;
+    CHECK(A(memalign)(top, 10) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(A(memalign)(top / 2 + 1, 10) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(A(memalign)(top + 1, 10) == NULL && errno == EINVAL);
     long page = sysconf(_SC_PAGESIZE);
     p = A(valloc)(10);
     CHECK(p && aligned(p, (size_t)page));
