@@ -35,9 +35,9 @@
  *
  * The tier is split into arenas, each such a page heap under a lock of its own (system calls
  * run outside it), so threads that allocate big blocks at once do not queue on one mutex.
- * A thread takes the arena with the fewest threads at its first request and leaves it when
- * it exits, so threads that run together spread out and threads that follow each other
- * share one heap; a block goes
+ * Every thread starts in the first arena; one whose requests keep finding the lock of its
+ * arena held moves to the arena with the fewest threads (hk_large_arena_move), so threads
+ * whose requests meet spread out and the others share one heap; a block goes
  * back to the arena that made it, found from its address in the page map (pagemap.h). A thread
  * that frees a block of another thread's arena, or finds the lock taken, leaves the free in
  * one of the arena's slots with a compare-and-swap, and whoever next holds the lock (an
@@ -103,6 +103,14 @@ struct hk_large_demand {
                              * last call: how much resident free memory was taken back */
 };
 void hk_large_demand(struct hk_large_demand *out) HK_INTERNAL;
+
+/* Moves the calling thread, for good, to the arena with the fewest threads, where that has
+ * fewer than the thread's own arena would keep without it; else leaves it where it is. A
+ * thread's allocation does this where it finds the lock of its arena held for the
+ * HK_ARENA_MEETS-th time, less one for each HK_ARENA_MEET_EVERY that found it free. */
+void hk_large_arena_move(void) HK_INTERNAL;
+#define HK_ARENA_MEETS 4
+#define HK_ARENA_MEET_EVERY 32
 
 struct hak_stats;
 void hk_large_stats(struct hak_stats *out) HK_INTERNAL;

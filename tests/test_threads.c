@@ -2230,8 +2230,8 @@ static unsigned arena_of(const void *p) {
     return hk_large_lookup(p, NULL, &k) == HK_LARGE_LIVE ? k : 0;
 }
 
-/* Run with HAKMEM_LARGE_ARENAS of 2 or more. A thread takes large blocks from its own arena
- * first, a block goes back to the arena that made it whichever thread frees it, and an arena
+/* Run with HAKMEM_LARGE_ARENAS of 2 or more. A thread (moved to an arena of its own) takes
+ * large blocks from its own arena first, a block goes back to the arena that made it whichever thread frees it, and an arena
  * whose free memory fits no request takes a free extent that does from another arena before
  * mapping more. */
 #define BIG ((size_t)3 << 20)
@@ -2242,6 +2242,7 @@ static pthread_barrier_t big_bar;
 
 static void *big_worker(void *arg) {
     (void)arg;
+    hk_large_arena_move(); /* as if it met another thread in its arena */
     big_mine = hak_malloc(BIG);
     big_arena = arena_of(big_mine);
     if (big_arena != big_main_arena) {
@@ -2311,20 +2312,26 @@ TEST(large_blocks_go_back_to_their_arena) {
            a.large_now);
 }
 
-/* Threads that run together take different arenas; a thread started after another ended
- * takes the arena that one left, so threads that come and go one at a time keep one heap. */
+/* Threads share the first arena until they meet there: threads that follow each other, and
+ * threads that run together but never ask at the same time, take their blocks from the main
+ * thread's arena (one heap: what one frees, the next reuses). */
 static pthread_barrier_t arena_bar;
+static pthread_mutex_t arena_turn = PTHREAD_MUTEX_INITIALIZER;
 static int arena_bar_on;
 static void *arena_probe(void *arg) {
+    if (arena_bar_on) pthread_mutex_lock(&arena_turn); /* one request at a time */
     void *p = hak_malloc(BIG);
     *(unsigned *)arg = arena_of(p);
     hak_free(p);
-    if (arena_bar_on) pthread_barrier_wait(&arena_bar); /* both bound before either exits */
+    if (arena_bar_on) {
+        pthread_mutex_unlock(&arena_turn);
+        pthread_barrier_wait(&arena_bar); /* both bound before either exits */
+    }
     return NULL;
 }
 
-TEST(threads_one_after_another_share_an_arena) {
-    (void)stats_with_arenas(3);
+TEST(threads_share_an_arena_until_they_meet) {
+    (void)stats_with_arenas(2);
     void *m = hak_malloc(BIG); /* the main thread bound to an arena */
     unsigned main_arena = arena_of(m), seq[4], two[2];
     pthread_t t[2];
@@ -2333,36 +2340,138 @@ TEST(threads_one_after_another_share_an_arena) {
         pthread_create(&t[0], NULL, arena_probe, &seq[i]);
         pthread_join(t[0], NULL);
     }
-    for (int i = 1; i < 4; i++)
-        CHECKF(seq[i] == seq[0], "thread %d took arena %u, the one before it (gone) %u", i,
-               seq[i], seq[0]);
-    CHECKF(seq[0] != main_arena, "a new thread took the main thread's arena %u", main_arena);
+    CHECKF(main_arena == 1, "the main thread is in arena %u, not the first", main_arena);
+    for (int i = 0; i < 4; i++)
+        CHECKF(seq[i] == main_arena, "thread %d took arena %u, not the main thread's %u", i,
+               seq[i], main_arena);
     arena_bar_on = 1;
     pthread_barrier_init(&arena_bar, NULL, 2);
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, arena_probe, &two[i]);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     pthread_barrier_destroy(&arena_bar);
-    CHECKF(two[0] != two[1] && two[0] != main_arena && two[1] != main_arena,
-           "threads running together took arenas %u and %u (main's %u)", two[0], two[1],
-           main_arena);
+    CHECKF(two[0] == main_arena && two[1] == main_arena,
+           "threads running together, asking in turn, took arenas %u and %u (main's %u)", two[0],
+           two[1], main_arena);
     hak_free(m);
 }
 
-/* As many threads as there are arenas, running together, take one each (the main thread
- * holds one already). Run with HAKMEM_LARGE_ARENAS above 8 to see more than 8 arenas: 16
- * threads on 16 cores shared 8 arenas two by two, each pair queuing on one lock, when 8 was
- * the most there could be. */
+/* A thread whose large requests keep meeting another thread's in its arena moves to another
+ * arena and stays; one that meets now and then does not. A meeting is made here by holding
+ * every arena's lock (hk_large_lock_all, fork's) while the thread allocates: it finds its lock
+ * taken, and waits (where it moves: for the new arena's lock) until they are let go. The
+ * thread meets once, then makes HK_ARENA_MEET_EVERY requests that meet nobody, which cancel
+ * that meeting, then meets HK_ARENA_MEETS - 1 times (not enough), then once more. */
+#define MEETINGS (HK_ARENA_MEETS + 1)
+static _Atomic int meet_trying;
+static _Atomic pid_t meet_tid;
+static unsigned meet_arena[MEETINGS + 2];
+static pthread_barrier_t meet_bar;
+
+/* A request of the thread, which the main thread makes meet its own if `held`. */
+static unsigned meet_request(int held) {
+    if (held) {
+        pthread_barrier_wait(&meet_bar); /* the main thread takes every arena's lock */
+        pthread_barrier_wait(&meet_bar);
+        atomic_store(&meet_trying, 1);
+    }
+    void *p = hak_malloc(BIG);
+    unsigned k = arena_of(p);
+    hak_free(p);
+    if (held) {
+        atomic_store(&meet_trying, 0);
+        pthread_barrier_wait(&meet_bar); /* the locks were let go */
+    }
+    return k;
+}
+
+static void *meet_worker(void *arg) {
+    (void)arg;
+    atomic_store(&meet_tid, (pid_t)syscall(SYS_gettid));
+    meet_arena[0] = meet_request(0);
+    meet_arena[1] = meet_request(1);
+    for (int i = 0; i < HK_ARENA_MEET_EVERY; i++) (void)meet_request(0);
+    for (int i = 2; i <= MEETINGS; i++) meet_arena[i] = meet_request(1);
+    meet_arena[MEETINGS + 1] = meet_request(0);
+    return NULL;
+}
+
+/* Whether thread tid of this process sleeps (state S in /proc: waiting on a lock). Called with
+ * the arenas' locks held: it must not allocate (stdio's buffers would, and a malloc that ran
+ * the decay tick then waited for those locks), hence open and read. */
+static int sleeping(pid_t tid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    const char *e = strrchr(buf, ')'); /* the name may hold spaces */
+    return e && e[1] == ' ' && e[2] == 'S';
+}
+
+TEST(a_thread_whose_requests_keep_meeting_others_moves) {
+    (void)stats_with_arenas(2);
+    void *m = hak_malloc(BIG);
+    unsigned main_arena = arena_of(m);
+    hak_free(m);
+    atomic_store(&meet_trying, 0);
+    pthread_barrier_init(&meet_bar, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, meet_worker, NULL);
+    for (int i = 0; i < MEETINGS; i++) {
+        pthread_barrier_wait(&meet_bar);
+        hk_large_lock_all();
+        pthread_barrier_wait(&meet_bar);
+        /* Once it tries, it sleeps only on an arena's lock (10 s at most). */
+        while (!atomic_load(&meet_trying)) sched_yield();
+        for (int j = 0; j < 10000 && !sleeping(atomic_load(&meet_tid)); j++) usleep(1000);
+        hk_large_unlock_all();
+        pthread_barrier_wait(&meet_bar);
+    }
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&meet_bar);
+    CHECKF(main_arena == 1 && meet_arena[0] == 1,
+           "the main thread in arena %u and the new one in %u, not both in the first",
+           main_arena, meet_arena[0]);
+    for (int i = 1; i < MEETINGS; i++)
+        CHECKF(meet_arena[i] == 1, "meeting %d of %d moved the thread to arena %u", i,
+               MEETINGS, meet_arena[i]);
+    CHECKF(meet_arena[MEETINGS] != 0 && meet_arena[MEETINGS] != 1,
+           "after %d meetings in a row the thread took arena %u, the first", HK_ARENA_MEETS,
+           meet_arena[MEETINGS]);
+    CHECKF(meet_arena[MEETINGS + 1] == meet_arena[MEETINGS],
+           "the thread went back to arena %u from %u", meet_arena[MEETINGS + 1],
+           meet_arena[MEETINGS]);
+}
+
+/* Threads that meet spread over the arenas: as many threads as there are arenas (the main
+ * thread among them), all in the first, each moved in turn as a meeting would move it, end in
+ * an arena each. A move goes only where it leaves both arenas with fewer threads than the one
+ * it left had: a thread alone in its arena stays. Run with HAKMEM_LARGE_ARENAS above 8 to see
+ * more than 8 arenas: 16 threads on 16 cores shared 8 arenas two by two, each pair queuing
+ * on one lock, when 8 was the most there could be. */
 #define ARENA_THREADS_MAX 64
 static pthread_barrier_t arena_all_bar;
 static void *arena_holder(void *arg) {
-    void *p = hak_malloc(BIG);
+    void *p = hak_malloc(BIG); /* bound to the first arena */
+    hak_free(p);
+    pthread_barrier_wait(&arena_all_bar); /* every thread bound before any moves */
+    pthread_mutex_lock(&arena_turn);
+    hk_large_arena_move();
+    p = hak_malloc(BIG);
     *(unsigned *)arg = arena_of(p);
-    pthread_barrier_wait(&arena_all_bar); /* every thread bound before any exits */
+    hk_large_arena_move(); /* alone in its arena now: stays */
+    void *q = hak_malloc(BIG);
+    if (arena_of(q) != *(unsigned *)arg) *(unsigned *)arg = 0;
+    pthread_mutex_unlock(&arena_turn);
+    pthread_barrier_wait(&arena_all_bar); /* every thread moved before any exits */
+    hak_free(q);
     hak_free(p);
     return NULL;
 }
 
-TEST(as_many_threads_as_arenas_take_one_each) {
+TEST(threads_that_meet_spread_over_the_arenas) {
     struct hak_stats a = stats_with_arenas(2);
     const char *env = getenv("HAKMEM_LARGE_ARENAS");
     unsigned long want = env ? strtoul(env, NULL, 10) : 0;
@@ -2382,7 +2491,7 @@ TEST(as_many_threads_as_arenas_take_one_each) {
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < i; j++)
             CHECKF(got[i] != got[j] && got[i] != 0,
-                   "threads %zu and %zu of %zu running together took arenas %u and %u", j, i, n,
+                   "threads %zu and %zu of %zu took arenas %u and %u after moving", j, i, n,
                    got[j], got[i]);
 }
 
@@ -2442,6 +2551,7 @@ static unsigned queued_arena;
 
 static void *free_queued(void *arg) {
     (void)arg;
+    hk_large_arena_move();
     void *own = hak_malloc(BIG); /* this thread's own arena */
     queued_arena = arena_of(own);
     hak_free(own);
@@ -2491,6 +2601,7 @@ static pthread_barrier_t waiting_bar;
 
 static void *hold_an_arena(void *arg) {
     (void)arg;
+    hk_large_arena_move();
     waiting_block = hak_malloc(WAITING_BLOCK); /* this thread's arena, held until the end */
     memset(waiting_block, 1, 4096);
     pthread_barrier_wait(&waiting_bar);
@@ -2695,8 +2806,9 @@ int main(void) {
     RUN(large_blocks_swapped_between_threads_lose_nothing);
     RUN(frees_left_for_an_arenas_lock_are_made);
     RUN(a_free_waiting_in_slots_still_serves_other_arenas);
-    RUN(threads_one_after_another_share_an_arena);
-    RUN(as_many_threads_as_arenas_take_one_each);
+    RUN(threads_share_an_arena_until_they_meet);
+    RUN(a_thread_whose_requests_keep_meeting_others_moves);
+    RUN(threads_that_meet_spread_over_the_arenas);
     RUN(fork_while_other_thread_allocates);
     /* Last: the pages its owner's emptied spans give back, wanted again by the tests after it,
      * lengthen ACE's purge delay, which classes_used_briefly_give_their_slabs_back waits for. */
