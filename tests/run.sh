@@ -19,13 +19,14 @@ run() { # run NAME CMD...: counts its PASS/FAIL lines; a crash without them is o
 }
 
 # test_threads checks that the large tier's arenas keep to themselves: it needs several
-# whatever the CPUs, and more than 8 to see that as many threads take as many arenas.
-arenas="env HAKMEM_LARGE_ARENAS=16"
+# whatever the CPUs, and more than 8 to see that as many threads that meet take as many
+# arenas. A test that hangs fails after 10 minutes rather than holding the run.
+arenas="timeout 600 env HAKMEM_LARGE_ARENAS=16"
 for t in test_size_class test_slab test_api test_random test_threads; do
     run "$t (release)" $arenas build/tests/$t
     run "$t (debug)" $arenas build/tests/${t}_debug
 done
-run "test_random (release, HAKMEM_ACE=0)" env HAKMEM_ACE=0 build/tests/test_random
+run "test_random (release, HAKMEM_ACE=0)" timeout 600 env HAKMEM_ACE=0 build/tests/test_random
 for t in test_api test_random test_threads; do
     run "$t (hardened)" $arenas build/tests/${t}_hardened
 done
@@ -62,7 +63,7 @@ done
 run "test_random (ASan+UBSan, 10% of the operations)" build/tests/test_random_asan 10
 lifecycle _asan
 # TSan follows at most 64 locks held by one thread, and fork holds every lock: 4 arenas.
-run "test_threads (TSan)" env HAKMEM_LARGE_ARENAS=4 TSAN_OPTIONS=halt_on_error=1 build/tests/test_threads_tsan
+run "test_threads (TSan)" timeout 900 env HAKMEM_LARGE_ARENAS=4 TSAN_OPTIONS=halt_on_error=1 build/tests/test_threads_tsan
 run "test_random (TSan, 10% of the operations)" env TSAN_OPTIONS=halt_on_error=1 build/tests/test_random_tsan 10
 run "test_api through LD_PRELOAD" env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_api_preload
 run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened/libhakmem.so" \
