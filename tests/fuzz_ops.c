@@ -378,8 +378,12 @@ static void do_bad(const struct op *o) {
         break;
     }
     default:
+        /* glibc: up to SIZE_MAX / 2 + 1 an alignment is rounded up to a power of two, and one
+         * that cannot be met is ENOMEM; above it, EINVAL. */
         q = hak_memalign((size_t)PTRDIFF_MAX, 100);
-        if (q || errno != EINVAL) fail("memalign(PTRDIFF_MAX): %p, errno %d", q, errno);
+        if (q || errno != ENOMEM) fail("memalign(PTRDIFF_MAX): %p, errno %d", q, errno);
+        q = hak_memalign(SIZE_MAX / 2 + 2, 100);
+        if (q || errno != EINVAL) fail("memalign(SIZE_MAX / 2 + 2): %p, errno %d", q, errno);
         q = hak_aligned_alloc(16, SIZE_MAX - o->size % 4096);
         if (q || errno != ENOMEM) fail("aligned_alloc(16, ~SIZE_MAX): %p, errno %d", q, errno);
         break;
