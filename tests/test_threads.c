@@ -2231,9 +2231,9 @@ static unsigned arena_of(const void *p) {
 }
 
 /* Run with HAKMEM_LARGE_ARENAS of 2 or more. A thread (moved to an arena of its own) takes
- * large blocks from its own arena first, a block goes back to the arena that made it whichever thread frees it, and an arena
- * whose free memory fits no request takes a free extent that does from another arena before
- * mapping more. */
+ * large blocks from its own arena first, a block goes back to the arena that made it whichever
+ * thread frees it, and an arena whose free memory fits no request takes a free extent that
+ * does from another arena before mapping more. */
 #define BIG ((size_t)3 << 20)
 #define HUGE_BLOCK ((size_t)96 << 20) /* longer than anything free in the main thread's arena */
 static void *big_mine, *big_again, *big_huge;
