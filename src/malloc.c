@@ -49,6 +49,7 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
         errno = ENOMEM;
         return NULL;
     }
+    hk_heap_mid_home();
     unsigned zeroed;
     /* Free SuperSlabs the pool keeps serve before the tier maps more (hk_large_grow). */
     unsigned flags = hk_pool_has_cache() ? HK_LARGE_NO_MAP : 0;

@@ -1180,6 +1180,56 @@ TEST(a_thread_that_exits_gives_its_side_lists_back) {
 }
 #endif
 
+#ifndef HK_HARDENED
+/* A thread that mallocs and frees the same mid block in turn keeps it for its next malloc of
+ * the class: no span goes to the pool and comes back. It keeps one such block: a free of
+ * another mid class sends the first one home, where its span empties, and so does a large
+ * block, which the span's SuperSlab may serve. */
+static void *mid_kept(void *arg) {
+    (void)arg;
+    enum { PAIRS = 100 };
+    void *p = hak_malloc(200000);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
+    unsigned c = s->cls;
+    hak_free(p);
+    struct hak_stats a, b;
+    hak_stats_get(&a);
+    int same = 0;
+    for (int i = 0; i < PAIRS; i++) {
+        void *q = hak_malloc(200000);
+        same += q == p;
+        hak_free(q);
+    }
+    hak_stats_get(&b);
+    int stayed = b.slab_release == a.slab_release && b.acquire_stage1 == a.acquire_stage1 &&
+                 b.acquire_stage2 == a.acquire_stage2;
+    CHECKF(same == PAIRS, "%d of %d mallocs took the block back", same, PAIRS);
+    CHECKF(stayed, "slabs released %zu, acquired %zu + %zu meanwhile",
+           b.slab_release - a.slab_release, b.acquire_stage1 - a.acquire_stage1,
+           b.acquire_stage2 - a.acquire_stage2);
+    int kept = hk_tls.heap->cur[c] == s && s->used == 1 && cache_len(c) == 1;
+    CHECKF(kept, "used %u, cached %u: the block is not kept", s->used, cache_len(c));
+    void *r = hak_malloc(100000);
+    struct hk_slab *t = hk_slab_of((uintptr_t)r);
+    unsigned d = t->cls;
+    hak_free(r);
+    int first_home = hk_tls.heap->cur[c] != s && cache_len(c) == 0;
+    int second_kept = hk_tls.heap->cur[d] == t && t->used == 1 && cache_len(d) == 1;
+    CHECKF(first_home, "cached %u: a free of another mid class left the first block kept",
+           cache_len(c));
+    CHECKF(second_kept, "used %u, cached %u: the second block is not kept", t->used,
+           cache_len(d));
+    void *big = hak_malloc(4 << 20);
+    int second_home = hk_tls.heap->cur[d] != t && cache_len(d) == 0;
+    CHECKF(second_home, "cached %u: a large block left the mid block kept", cache_len(d));
+    hak_free(big);
+    return (void *)(uintptr_t)(same == PAIRS && stayed && kept && first_home && second_kept &&
+                               second_home);
+}
+
+TEST(a_mid_block_freed_is_kept_for_the_next_malloc) { CHECK(in_new_thread(mid_kept)); }
+#endif
+
 /* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
  * (heap.c, hk_heap_cache_send): here 48 slabs, each waiting for its last block, empty at once,
  * more than the walk deals with itself (the rest take the path one block at a time). Each is
@@ -1700,6 +1750,7 @@ int main(void) {
     RUN(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again);
     RUN(a_slab_on_a_side_list_empties_at_its_last_free);
     RUN(a_thread_that_exits_gives_its_side_lists_back);
+    RUN(a_mid_block_freed_is_kept_for_the_next_malloc);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
     RUN(an_idle_cache_goes_home);
