@@ -79,8 +79,9 @@
  * while, and a block
  * waiting in an inbox is memory nobody can use (16 threads on 2 cores sharing blocks of 64
  * KiB..1 MiB: 200-290 MB waited in inboxes beside 354 MB live). The thread's own mid frees
- * go to their span, where it can empty, but for the last one, which waits in its class's
- * cache for the thread's next malloc of the class (heap.c, hk_mid_keep). A small block stashed is another thread's (not
+ * go to their span, where it can empty, but for the last of each class (up to 1 MiB in
+ * all), which waits in its class's cache for the thread's next malloc of the class (heap.c,
+ * hk_mid_keep). A small block stashed is another thread's (not
  * one of a slab adopted from an exited thread: a thread that inherited another's data frees
  * each of those once, and stashing would make each a block of another thread's slab for the
  * rest of its life, every free of it a slow one; larson with 16 threads), or one of this
@@ -241,8 +242,6 @@ struct hk_heap {
                                            * one never written (heap records) */
     unsigned char flushed;                /* a free sent a batch away or stashed: count it for
                                            * the tick */
-    uint8_t mid_kept;                     /* the mid class whose cache may hold a block of the
-                                           * thread's own spans (heap.c, hk_mid_keep), or 0 */
     struct hk_owner *owner;               /* NULL until the first slow-path call */
     /* The owned-slab table: entry (p >> 16) % n of otab, n a power of two, is where free's
      * fast path looks for p's slab (through ftab above); omask is (n - 1) * 32, the entry's
@@ -274,6 +273,8 @@ struct hk_heap {
     uint64_t gave_up_at;                  /* ...since this time (ms), the last of them */
     uint64_t allocated;                   /* classes the thread has ever refilled (a bit each) */
     uint64_t retained_mask;               /* classes with retained slabs */
+    uint64_t mid_kept;                    /* mid classes whose cache may hold a block of the
+                                           * thread's own spans (heap.c, hk_mid_keep) */
     /* Classes of which the heap may hold slabs (current, partial, full or kept): a bit set
      * when one joins it, all cleared when it is handed over. Slow paths read a class's slab
      * lists only where its bit is set (heap.c, hk_heap_cur), so that a thread that owns no
@@ -598,10 +599,11 @@ static inline void *hk_heap_alloc(unsigned c) {
 /* The calling thread has taken a large block: memory it may have left idle is in use again
  * (heap.c, hk_heap_beat). */
 void hk_heap_large_taken(void) HK_INTERNAL;
-/* The mid block the calling thread keeps for a malloc to come (heap.c, hk_mid_keep) goes home,
- * where its span can empty. Before a request to the large tier, so that the span's SuperSlab
- * may serve it (large 300 64 32768 4 42, blocks of 64 KiB to 32 MiB: with the block kept, 12%
- * more page faults and a peak 12% higher); and for tests that follow a span's state. */
+/* The mid blocks the calling thread keeps for a malloc to come (heap.c, hk_mid_keep) go home,
+ * where their spans can empty. Before a request to the large tier, so that the spans'
+ * SuperSlabs may serve it (large 300 64 32768 4 42, blocks of 64 KiB to 32 MiB: with the
+ * blocks kept, 3.6% more page faults and a peak 3.5% higher); and for tests that follow a
+ * span's state. */
 void hk_heap_mid_home(void) HK_INTERNAL;
 
 #ifndef HK_HARDENED

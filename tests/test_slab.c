@@ -1182,15 +1182,26 @@ TEST(a_thread_that_exits_gives_its_side_lists_back) {
 
 #ifndef HK_HARDENED
 /* A thread that mallocs and frees the same mid block in turn keeps it for its next malloc of
- * the class: no span goes to the pool and comes back. It keeps one such block: a free of
- * another mid class sends the first one home, where its span empties, and so does a large
- * block, which the span's SuperSlab may serve. */
+ * the class: no span goes to the pool and comes back. It keeps a block of each class it frees
+ * while they come to 1 MiB at most (heap.c, HK_MID_KEEP_BYTES): a free beyond sends the
+ * others home, where their spans empty, and so does a large block, which the spans'
+ * SuperSlabs may serve. */
+static int mid_kept_as(void *p, int kept) {
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
+    unsigned c = s->cls;
+    int is = hk_tls.heap->cur[c] == s && s->used == 1 && cache_len(c) == 1 &&
+             hk_tls.heap->free[c] == p;
+    int home = hk_tls.heap->cur[c] != s && cache_len(c) == 0;
+    CHECKF(kept ? is : home, "block of %u bytes: used %u, cached %u, current %d, expected %s",
+           hk_class_size[c], s->used, cache_len(c), hk_tls.heap->cur[c] == s,
+           kept ? "kept" : "home");
+    return kept ? is : home;
+}
+
 static void *mid_kept(void *arg) {
     (void)arg;
     enum { PAIRS = 100 };
     void *p = hak_malloc(200000);
-    struct hk_slab *s = hk_slab_of((uintptr_t)p);
-    unsigned c = s->cls;
     hak_free(p);
     struct hak_stats a, b;
     hak_stats_get(&a);
@@ -1207,24 +1218,17 @@ static void *mid_kept(void *arg) {
     CHECKF(stayed, "slabs released %zu, acquired %zu + %zu meanwhile",
            b.slab_release - a.slab_release, b.acquire_stage1 - a.acquire_stage1,
            b.acquire_stage2 - a.acquire_stage2);
-    int kept = hk_tls.heap->cur[c] == s && s->used == 1 && cache_len(c) == 1;
-    CHECKF(kept, "used %u, cached %u: the block is not kept", s->used, cache_len(c));
-    void *r = hak_malloc(100000);
-    struct hk_slab *t = hk_slab_of((uintptr_t)r);
-    unsigned d = t->cls;
+    int ok = same == PAIRS && stayed && mid_kept_as(p, 1);
+    void *r = hak_malloc(100000); /* with p, within 1 MiB */
     hak_free(r);
-    int first_home = hk_tls.heap->cur[c] != s && cache_len(c) == 0;
-    int second_kept = hk_tls.heap->cur[d] == t && t->used == 1 && cache_len(d) == 1;
-    CHECKF(first_home, "cached %u: a free of another mid class left the first block kept",
-           cache_len(c));
-    CHECKF(second_kept, "used %u, cached %u: the second block is not kept", t->used,
-           cache_len(d));
+    ok &= mid_kept_as(p, 1) & mid_kept_as(r, 1);
+    void *t = hak_malloc(900000); /* beyond it: the others go home */
+    hak_free(t);
+    ok &= mid_kept_as(p, 0) & mid_kept_as(r, 0) & mid_kept_as(t, 1);
     void *big = hak_malloc(4 << 20);
-    int second_home = hk_tls.heap->cur[d] != t && cache_len(d) == 0;
-    CHECKF(second_home, "cached %u: a large block left the mid block kept", cache_len(d));
+    ok &= mid_kept_as(t, 0);
     hak_free(big);
-    return (void *)(uintptr_t)(same == PAIRS && stayed && kept && first_home && second_kept &&
-                               second_home);
+    return (void *)(uintptr_t)ok;
 }
 
 TEST(a_mid_block_freed_is_kept_for_the_next_malloc) { CHECK(in_new_thread(mid_kept)); }
