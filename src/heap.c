@@ -1875,13 +1875,10 @@ static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
 
 static void hk_mid_send_home(struct hk_heap *h, uint64_t classes);
 
-static inline int hk_mid_keep(struct hk_heap *h, unsigned c, void *p) {
-    if (!h->take_ok || h->cur[c] == NULL || h->free[c] != NULL) return 0;
-    hk_block_push(&h->free[c], p);
-    h->flushed = 1; /* counts for the tick: a thread that takes its kept blocks back refills
-                     * nothing, and its idle caches must go home all the same */
-    uint64_t bit = (uint64_t)1 << c, others = h->mid_kept & ~bit;
-    h->mid_kept |= bit;
+/* Whether a block of mid class c kept beside those of the other classes the thread keeps
+ * comes to HK_MID_KEEP_BYTES at most; forgets the classes whose block malloc took back. */
+static inline int hk_mid_within(struct hk_heap *h, unsigned c) {
+    uint64_t others = h->mid_kept & ~((uint64_t)1 << c);
     if (others == 0) return 1;
     size_t kept = hk_class_size[c];
     for (uint64_t m = others; m; m &= m - 1) {
@@ -1889,7 +1886,17 @@ static inline int hk_mid_keep(struct hk_heap *h, unsigned c, void *p) {
         if (h->free[k]) kept += hk_class_size[k];
         else h->mid_kept &= ~((uint64_t)1 << k); /* malloc took it back */
     }
-    if (kept > HK_MID_KEEP_BYTES) hk_mid_send_home(h, h->mid_kept & ~bit);
+    return kept <= HK_MID_KEEP_BYTES;
+}
+
+static inline int hk_mid_keep(struct hk_heap *h, unsigned c, void *p) {
+    if (!h->take_ok || h->cur[c] == NULL || h->free[c] != NULL) return 0;
+    hk_block_push(&h->free[c], p);
+    h->flushed = 1; /* counts for the tick: a thread that takes its kept blocks back refills
+                     * nothing, and its idle caches must go home all the same */
+    uint64_t bit = (uint64_t)1 << c;
+    if (!hk_mid_within(h, c)) hk_mid_send_home(h, h->mid_kept & ~bit);
+    h->mid_kept |= bit;
     return 1;
 }
 #endif
@@ -2159,6 +2166,8 @@ enum hk_meta {
     HK_META_OWN,       /* a block of the thread's own slabs that no cache takes:
                         * hk_heap_free_own */
     HK_META_ORPHAN,    /* an orphan's block: hk_heap_free_orphan_checked */
+    HK_META_MID,       /* no small slab's block: a mid block is kept on a short path of its
+                        * own (hk_heap_free_mid), else as refused */
 };
 static inline enum hk_meta hk_free_by_meta(struct hk_heap *h, void *p) {
     const struct hk_slab *s = hk_slot_of((uintptr_t)p);
@@ -2168,7 +2177,7 @@ static inline enum hk_meta hk_free_by_meta(struct hk_heap *h, void *p) {
     __asm__("" : "+r"(s));
     size_t c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE); /* an index: no widening later */
     /* A mid span, or no slab at all (HK_CLS_NONE). */
-    if (c >= HK_NSMALL) return HK_META_REFUSED;
+    if (c >= HK_NSMALL) return HK_META_MID;
     HK_ASSERT(hk_slab_of((uintptr_t)p) == s);
     uint32_t off = (uint32_t)((uintptr_t)p & (HK_SLAB_SIZE - 1)); /* a small slab is one slot */
     /* A carved block start, not marked free (else reported as a double free by the full
@@ -2388,6 +2397,29 @@ static HK_NOINLINE void hk_heap_free_orphan_checked(struct hk_heap *h, void *p) 
 }
 #endif
 
+#ifndef HK_HARDENED
+/* free's slow path for a pointer whose slot heads no small slab (hk_free_by_meta): a block of
+ * one of the thread's own mid spans that hk_mid_keep would keep is kept here, after the full
+ * path's checks (a carved block start, not marked free) and without its frame or the heap
+ * marked busy, as the stash keeps a small block (a helper leaves the owner's caches alone).
+ * Returns 0, with nothing done, for anything else, for a free that would send other kept
+ * blocks home, and where the clock is due (the full path's free reads it). tight 100000:
+ * 244 -> 210 instructions a pair (1.18 times the speed). */
+static HK_NOINLINE int hk_heap_free_mid(struct hk_heap *h, void *p) {
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
+    unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
+    if (c < HK_NSMALL || c >= HK_NCLASS || !h->take_ok || h->tick_countdown == 0 ||
+        h->cur[c] == NULL || h->free[c] != NULL ||
+        atomic_load_explicit(&s->owner, memory_order_relaxed) != h->owner ||
+        hk_slab_block_index(s, (uintptr_t)p) < 0 || hk_marked_free(p) || !hk_mid_within(h, c))
+        return 0;
+    hk_block_push(&h->free[c], p);
+    h->mid_kept |= (uint64_t)1 << c;
+    h->tick_countdown--;
+    return 1;
+}
+#endif
+
 /* free's slow path past its second try: p lies in a SuperSlab. */
 static HK_NOINLINE void hk_heap_free_slab(struct hk_heap *h, void *p, const char *op) {
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
@@ -2430,6 +2462,9 @@ void hk_heap_free_slow(void *p) {
         case HK_META_LAST_ROOM: hk_heap_free_last_room(h, p); return;
         case HK_META_OWN: hk_heap_free_own(h, p); return;
         case HK_META_ORPHAN: hk_heap_free_orphan_checked(h, p); return;
+        case HK_META_MID:
+            if (hk_heap_free_mid(h, p)) return;
+            break;
         case HK_META_TAKEN:
         case HK_META_REFUSED: break;
         }
