@@ -1031,6 +1031,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     h->torn &= ~((uint64_t)1 << c);
 #endif
     if (b) hk_heap_cache_send(h, c, &b, UINT32_MAX);
+    h->mid_kept &= ~((uint64_t)1 << c);
     /* A current mid span whose blocks all came home (the thread's own block kept for a malloc
      * to come, hk_mid_keep) goes as it would have gone at that block's free (hk_local_free_by),
      * not with the quiet classes a purge delay later. */
@@ -1097,7 +1098,7 @@ static void hk_heap_uncache_all(struct hk_heap *h) {
         hk_room_reset(h, c);
         hk_heap_uncache(h, c);
     }
-    h->mid_kept = 0;
+    h->mid_kept = h->mid_reuse = h->mid_freed = 0;
 }
 
 #ifndef HK_HARDENED
@@ -1459,6 +1460,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
             (!hk_heap_cur(h, c) || h->quiet_since[c] != now))
             hk_heap_uncache(h, c);
     }
+    h->mid_reuse &= h->refilled | h->mid_kept; /* a mid class idle for a tick starts over */
     h->refilled = 0;
 #ifndef HK_HARDENED
     hk_heap_xfer_home(h, hk_xfer_take_idle(now, 0));
@@ -1867,6 +1869,11 @@ static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
  * instructions a pair. Only where the thread allocates the class (it has a current span) and
  * into an empty cache: a block a class. The blocks kept come to HK_MID_KEEP_BYTES at most,
  * or the one just freed: past that, those of the other classes go home (hk_mid_send_home).
+ * Only once the thread has shown that it allocates the class again after freeing it (a free
+ * of it went to its span, and a refill of the class came after: mid_reuse), until the class
+ * idles for a tick: a block kept by a thread that then waits stays with it (no other thread
+ * touches its caches), and a crowd of workers that each freed a buffer or two of 40 KB to
+ * 1 MB before they blocked held 709 KiB a thread, 80 before (glibc 212, tcmalloc 165).
  * A block kept in every class, without a bound, held 5% more at the peak of mixed_churn with
  * 16 threads and of mid_churn; a block of one class at a time left a request that takes two
  * buffers (100 and 300 KB) at a quarter of the speed it has with a block of each (8.1e6
@@ -1890,11 +1897,15 @@ static inline int hk_mid_within(struct hk_heap *h, unsigned c) {
 }
 
 static inline int hk_mid_keep(struct hk_heap *h, unsigned c, void *p) {
+    uint64_t bit = (uint64_t)1 << c;
+    if (!(h->mid_reuse & bit)) {
+        h->mid_freed |= bit; /* its next refill of the class shows reuse (hk_heap_refill) */
+        return 0;
+    }
     if (!h->take_ok || h->cur[c] == NULL || h->free[c] != NULL) return 0;
     hk_block_push(&h->free[c], p);
     h->flushed = 1; /* counts for the tick: a thread that takes its kept blocks back refills
                      * nothing, and its idle caches must go home all the same */
-    uint64_t bit = (uint64_t)1 << c;
     if (!hk_mid_within(h, c)) hk_mid_send_home(h, h->mid_kept & ~bit);
     h->mid_kept |= bit;
     return 1;
@@ -2408,8 +2419,8 @@ static HK_NOINLINE void hk_heap_free_orphan_checked(struct hk_heap *h, void *p) 
 static HK_NOINLINE int hk_heap_free_mid(struct hk_heap *h, void *p) {
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-    if (c < HK_NSMALL || c >= HK_NCLASS || !h->take_ok || h->tick_countdown == 0 ||
-        h->cur[c] == NULL || h->free[c] != NULL ||
+    if (c < HK_NSMALL || c >= HK_NCLASS || !(h->mid_reuse >> c & 1) || !h->take_ok ||
+        h->tick_countdown == 0 || h->cur[c] == NULL || h->free[c] != NULL ||
         atomic_load_explicit(&s->owner, memory_order_relaxed) != h->owner ||
         hk_slab_block_index(s, (uintptr_t)p) < 0 || hk_marked_free(p) || !hk_mid_within(h, c))
         return 0;
@@ -2691,6 +2702,8 @@ void *hk_heap_refill(unsigned c) {
     if (HK_UNLIKELY(h->give_up != NULL)) hk_heap_give_up_wanted(h);
     hk_heap_maybe_tick(h);
     h->refilled |= (uint64_t)1 << c;
+    h->mid_reuse |= h->mid_freed & ((uint64_t)1 << c); /* freed, and allocated again */
+    h->mid_freed &= ~((uint64_t)1 << c);
     h->allocated |= (uint64_t)1 << c;
 #ifndef HK_HARDENED
     if (h->room_sent >> c & 1) hk_room_grow(h, c);

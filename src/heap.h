@@ -79,9 +79,9 @@
  * while, and a block
  * waiting in an inbox is memory nobody can use (16 threads on 2 cores sharing blocks of 64
  * KiB..1 MiB: 200-290 MB waited in inboxes beside 354 MB live). The thread's own mid frees
- * go to their span, where it can empty, but for the last of each class (up to 1 MiB in
- * all), which waits in its class's cache for the thread's next malloc of the class (heap.c,
- * hk_mid_keep). A small block stashed is another thread's (not
+ * go to their span, where it can empty, but for the last of each class the thread allocates
+ * again after a free (up to 1 MiB in all), which waits in its class's cache for the thread's
+ * next malloc of the class (heap.c, hk_mid_keep). A small block stashed is another thread's (not
  * one of a slab adopted from an exited thread: a thread that inherited another's data frees
  * each of those once, and stashing would make each a block of another thread's slab for the
  * rest of its life, every free of it a slow one; larson with 16 threads), or one of this
@@ -275,6 +275,8 @@ struct hk_heap {
     uint64_t retained_mask;               /* classes with retained slabs */
     uint64_t mid_kept;                    /* mid classes whose cache may hold a block of the
                                            * thread's own spans (heap.c, hk_mid_keep) */
+    uint64_t mid_freed, mid_reuse;        /* mid classes it freed to their spans since their
+                                           * last refill; those it keeps blocks of */
     /* Classes of which the heap may hold slabs (current, partial, full or kept): a bit set
      * when one joins it, all cleared when it is handed over. Slow paths read a class's slab
      * lists only where its bit is set (heap.c, hk_heap_cur), so that a thread that owns no

@@ -1182,10 +1182,11 @@ TEST(a_thread_that_exits_gives_its_side_lists_back) {
 
 #ifndef HK_HARDENED
 /* A thread that mallocs and frees the same mid block in turn keeps it for its next malloc of
- * the class: no span goes to the pool and comes back. It keeps a block of each class it frees
- * while they come to 1 MiB at most (heap.c, HK_MID_KEEP_BYTES): a free beyond sends the
- * others home, where their spans empty, and so does a large block, which the spans'
- * SuperSlabs may serve. */
+ * the class, once it has shown that it allocates the class again after a free: no span goes
+ * to the pool and comes back. A block it frees once, and then waits, goes to its span. It
+ * keeps a block of each class it frees while they come to 1 MiB at most (heap.c,
+ * HK_MID_KEEP_BYTES): a free beyond sends the others home, where their spans empty, and so
+ * does a large block, which the spans' SuperSlabs may serve. */
 static int mid_kept_as(void *p, int kept) {
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
     unsigned c = s->cls;
@@ -1198,11 +1199,22 @@ static int mid_kept_as(void *p, int kept) {
     return kept ? is : home;
 }
 
+/* A malloc and a free of n bytes, twice: the second free keeps the block. */
+static void *mid_pairs(size_t n) {
+    void *p = hak_malloc(n);
+    hak_free(p);
+    p = hak_malloc(n);
+    hak_free(p);
+    return p;
+}
+
 static void *mid_kept(void *arg) {
     (void)arg;
     enum { PAIRS = 100 };
-    void *p = hak_malloc(200000);
-    hak_free(p);
+    void *once = hak_malloc(200000);
+    hak_free(once);
+    int ok = mid_kept_as(once, 0); /* freed once: no reuse shown yet */
+    void *p = mid_pairs(200000);
     struct hak_stats a, b;
     hak_stats_get(&a);
     int same = 0;
@@ -1218,12 +1230,10 @@ static void *mid_kept(void *arg) {
     CHECKF(stayed, "slabs released %zu, acquired %zu + %zu meanwhile",
            b.slab_release - a.slab_release, b.acquire_stage1 - a.acquire_stage1,
            b.acquire_stage2 - a.acquire_stage2);
-    int ok = same == PAIRS && stayed && mid_kept_as(p, 1);
-    void *r = hak_malloc(100000); /* with p, within 1 MiB */
-    hak_free(r);
+    ok &= same == PAIRS && stayed && mid_kept_as(p, 1);
+    void *r = mid_pairs(100000); /* with p, within 1 MiB */
     ok &= mid_kept_as(p, 1) & mid_kept_as(r, 1);
-    void *t = hak_malloc(900000); /* beyond it: the others go home */
-    hak_free(t);
+    void *t = mid_pairs(900000); /* beyond it: the others go home */
     ok &= mid_kept_as(p, 0) & mid_kept_as(r, 0) & mid_kept_as(t, 1);
     void *big = hak_malloc(4 << 20);
     ok &= mid_kept_as(t, 0);
