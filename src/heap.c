@@ -1896,13 +1896,16 @@ static inline int hk_mid_within(struct hk_heap *h, unsigned c) {
     return kept <= HK_MID_KEEP_BYTES;
 }
 
+/* Whether the thread keeps a block of its own of mid class c now (see above): it has shown
+ * reuse of the class, allocates it (a current span) and the class's cache is empty. */
+static inline int hk_mid_keeps(const struct hk_heap *h, unsigned c) {
+    return (h->mid_reuse >> c & 1) && h->take_ok && h->cur[c] != NULL && h->free[c] == NULL;
+}
+
 static inline int hk_mid_keep(struct hk_heap *h, unsigned c, void *p) {
     uint64_t bit = (uint64_t)1 << c;
-    if (!(h->mid_reuse & bit)) {
-        h->mid_freed |= bit; /* its next refill of the class shows reuse (hk_heap_refill) */
-        return 0;
-    }
-    if (!h->take_ok || h->cur[c] == NULL || h->free[c] != NULL) return 0;
+    if (!(h->mid_reuse & bit)) h->mid_freed |= bit; /* a refill of c next shows reuse */
+    if (!hk_mid_keeps(h, c)) return 0;
     hk_block_push(&h->free[c], p);
     h->flushed = 1; /* counts for the tick: a thread that takes its kept blocks back refills
                      * nothing, and its idle caches must go home all the same */
@@ -2045,9 +2048,8 @@ static void hk_heap_free_in_slab(struct hk_heap *h, struct hk_slab *s, void *p, 
 
 #ifndef HK_HARDENED
 /* The blocks the thread keeps (hk_mid_keep) of the given classes go home, with whatever else
- * their caches hold. */
+ * their caches hold (hk_heap_uncache forgets each class's mid_kept bit). */
 static void hk_mid_send_home(struct hk_heap *h, uint64_t classes) {
-    h->mid_kept &= ~classes;
     for (; classes; classes &= classes - 1) hk_heap_uncache(h, (unsigned)__builtin_ctzll(classes));
 }
 #endif
@@ -2419,8 +2421,7 @@ static HK_NOINLINE void hk_heap_free_orphan_checked(struct hk_heap *h, void *p) 
 static HK_NOINLINE int hk_heap_free_mid(struct hk_heap *h, void *p) {
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
-    if (c < HK_NSMALL || c >= HK_NCLASS || !(h->mid_reuse >> c & 1) || !h->take_ok ||
-        h->tick_countdown == 0 || h->cur[c] == NULL || h->free[c] != NULL ||
+    if (c < HK_NSMALL || c >= HK_NCLASS || !hk_mid_keeps(h, c) || h->tick_countdown == 0 ||
         atomic_load_explicit(&s->owner, memory_order_relaxed) != h->owner ||
         hk_slab_block_index(s, (uintptr_t)p) < 0 || hk_marked_free(p) || !hk_mid_within(h, c))
         return 0;
