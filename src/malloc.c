@@ -144,10 +144,32 @@ HK_EXPORT void *hak_malloc(size_t n) {
     return hk_large_block(n, HK_PAGE_SIZE, 0);
 }
 #else
+/* A mid block of class c for a request of n bytes where the hit path below does not take
+ * one: the cache is empty (a refill) or corrupt, or the counters are on. */
+static HK_NOINLINE void *hk_malloc_mid(unsigned c, size_t n) {
+    return hk_handed_out(hk_heap_alloc(c), c, n);
+}
+
+/* malloc above the table: a mid block, from its class's cache where that holds one (a block
+ * the thread kept at its free, heap.c, hk_mid_keep), without a call or a frame on that path
+ * (tight 100000: 75 -> 61 instructions a malloc, the span's offset by hk_slab_offset
+ * included); else a refill, or a large block. */
 static HK_NOINLINE void *hk_malloc_big(size_t n) {
-    if (n <= HK_MID_MAX) {
+    if (HK_LIKELY(n <= HK_MID_MAX)) {
         unsigned c = hk_class_of_log(n);
-        return hk_handed_out(hk_heap_alloc(c), c, n);
+        struct hk_heap *h = hk_heap_here();
+        void *b = h->free[c];
+        if (HK_LIKELY(b != NULL && !hk_counting)) {
+            void *next = hk_link_get(b);
+            if (HK_LIKELY(hk_link_ok(b, next, c))) {
+                h->free[c] = next;
+                h->taken[c]++;
+                hk_mark_live(b);
+                hk_mid_note(hk_slab_of((uintptr_t)b), (uintptr_t)b, n);
+                return b;
+            }
+        }
+        return hk_malloc_mid(c, n);
     }
     return hk_large_block(n, HK_PAGE_SIZE, 0);
 }

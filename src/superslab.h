@@ -203,12 +203,18 @@ static inline size_t hk_slab_bytes(const struct hk_slab *s) {
     return (size_t)s->nslots << HK_SLAB_SHIFT;
 }
 
-/* Index of the block at p in slab s, or -1 if p is not the start of a carved block. p lies in
- * s (s = hk_slab_of(p)), so its offset is below 1 MiB and the multiplication is exact for
- * every multiple of bsize. */
+/* Offset from the first byte of slab s of address p, which lies in it: p's offset in its
+ * SuperSlab less the slab's, which the offset of its metadata gives with one shift (through
+ * hk_slab_base, the slab's address came first: four instructions more on a mid malloc). */
+static inline uint32_t hk_slab_offset(const struct hk_slab *s, uintptr_t p) {
+    uint32_t meta = (uint32_t)((uintptr_t)s & (HK_SLAB_SIZE - 1)) -
+                    (uint32_t)offsetof(struct hk_superslab, slabs);
+    return (uint32_t)(p & (HK_SS_SIZE - 1)) - (meta << (HK_SLAB_SHIFT - HK_SLOT_META_SHIFT));
+}
+
 /* Index of the block of slab s that p lies in (exact for a block start). */
 static inline uint32_t hk_block_of(const struct hk_slab *s, uintptr_t p) {
-    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    uint32_t off = hk_slab_offset(s, p);
     return (uint32_t)(((uint64_t)off * __atomic_load_n(&s->inv, __ATOMIC_RELAXED)) >> 32);
 }
 
@@ -230,8 +236,11 @@ static inline size_t hk_mid_used(const struct hk_slab *s, uintptr_t p) {
     return n && n < s->bsize ? n : s->bsize;
 }
 
+/* Index of the block at p in slab s, or -1 if p is not the start of a carved block. p lies in
+ * s (s = hk_slab_of(p)), so its offset is below 1 MiB and the multiplication is exact for
+ * every multiple of bsize. */
 static inline long hk_slab_block_index(const struct hk_slab *s, uintptr_t p) {
-    uint32_t off = (uint32_t)(p - (uintptr_t)hk_slab_base(s));
+    uint32_t off = hk_slab_offset(s, p);
     uint32_t bs = __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
     uint32_t i = hk_block_of(s, p);
     /* carved grows while the owner carves; another thread validating a free reads it racily,
