@@ -138,7 +138,7 @@ HK_EXPORT void *hak_malloc(size_t n) {
     if (HK_LIKELY(m && m <= HK_TABLE_MAX))
         return hk_guarded_alloc(hk_malloc_class[(m + 15) >> 4], n, 1);
     if (m && m <= HK_MID_MAX) {
-        unsigned c = hk_class_of_log(m);
+        unsigned c = hk_mid_class_of(m);
         return hk_handed_out(hk_guarded_alloc(c, n, 0), c, n);
     }
     return hk_large_block(n, HK_PAGE_SIZE, 0);
@@ -156,7 +156,7 @@ static HK_NOINLINE void *hk_malloc_mid(unsigned c, size_t n) {
  * included); else a refill, or a large block. */
 static HK_NOINLINE void *hk_malloc_big(size_t n) {
     if (HK_LIKELY(n <= HK_MID_MAX)) {
-        unsigned c = hk_class_of_log(n);
+        unsigned c = hk_mid_class_of(n);
         struct hk_heap *h = hk_heap_here();
         void *b = h->free[c];
         if (HK_LIKELY(b != NULL && !hk_counting)) {

@@ -27,6 +27,17 @@ const uint8_t hk_class_slots[HK_NCLASS + 1] = {
 };
 
 const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] = {HK_CLASS_TABLE_INIT};
+
+/* Entry i: requests of i * 8 KiB + 1 to (i + 1) * 8 KiB (the first four, small sizes, never
+ * read). */
+const uint8_t hk_mid_class[HK_MID_MAX >> HK_MID_STEP_SHIFT] = {
+    40, 40, 40, 40, 40, 41, 42, 43,              /* ..64 KiB: 40, 48, 56, 64 */
+    44, 44, 45, 45, 46, 46, 47, 47,              /* ..128 KiB: 80 .. 128 */
+    HK_X4(48) HK_X4(49) HK_X4(50) HK_X4(51)      /* ..256 KiB */
+    HK_X8(52) HK_X8(53) HK_X8(54) HK_X8(55)      /* ..512 KiB */
+    HK_X8(56) HK_X8(57) HK_X8(58) HK_X8(59)      /* ..1 MiB, 64 KiB apart */
+    HK_X8(60) HK_X8(61) HK_X8(62) HK_X8(63)
+};
 uint8_t hk_malloc_class[HK_TABLE_MAX / 16 + 1] = {HK_CLASS_TABLE_INIT};
 
 void hk_malloc_class_off(void) { memset(hk_malloc_class, HK_CLS_NONE, sizeof hk_malloc_class); }

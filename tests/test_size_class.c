@@ -1,6 +1,6 @@
-/* Size classes: 16-byte spacing up to 128 bytes, less than 25% waste above, the table, the
- * arithmetic and the class sizes agreeing for every request size up to the mid tier's top,
- * and mid-class spans filled by whole blocks. */
+/* Size classes: 16-byte spacing up to 128 bytes, less than 25% waste above, the two tables
+ * (small and mid) and the class sizes agreeing for every request size up to the mid tier's
+ * top, and mid-class spans filled by whole blocks. */
 #include "check.h"
 #include "size_class.h"
 #include "superslab.h"
@@ -42,9 +42,16 @@ TEST(class_sizes_increase_and_keep_alignment) {
     CHECK(hk_class_size[HK_NCLASS - 1] == HK_MID_MAX);
 }
 
-TEST(table_agrees_with_arithmetic_where_both_apply) {
-    /* hk_class_of_log is only used above the table, but its formula holds from 129 up. */
-    for (size_t n = 129; n <= HK_TABLE_MAX; n++) CHECK(hk_class_of_log(n) == hk_class_of(n));
+/* The mid tier's table, which smallest_fitting_class checks through hk_class_of, entry by
+ * entry: each names the smallest class that holds its whole step. */
+TEST(mid_table_names_the_smallest_class_of_each_step) {
+    for (size_t i = HK_TABLE_MAX >> HK_MID_STEP_SHIFT; i < (HK_MID_MAX >> HK_MID_STEP_SHIFT); i++) {
+        size_t top = (i + 1) << HK_MID_STEP_SHIFT;
+        unsigned c = hk_mid_class[i];
+        CHECKF(c >= HK_NSMALL && c < HK_NCLASS && hk_class_size[c] >= top &&
+                   hk_class_size[c - 1] < top,
+               "entry %zu: class %u", i, c);
+    }
 }
 
 TEST(spans_hold_whole_blocks) {
@@ -136,7 +143,7 @@ int main(void) {
     RUN(waste_below_an_eighth_above_512k);
     RUN(smallest_fitting_class);
     RUN(class_sizes_increase_and_keep_alignment);
-    RUN(table_agrees_with_arithmetic_where_both_apply);
+    RUN(mid_table_names_the_smallest_class_of_each_step);
     RUN(spans_hold_whole_blocks);
     RUN(block_start_test_is_exact_for_every_offset);
     RUN(range_and_block_start_test_is_exact_within_2_to_the_48);
