@@ -74,6 +74,10 @@ run "stress, 10 s (make stress runs it longer)" build/tests/stress 10 4
 # More threads than cores by far: idle owners' slabs are let go, and past 32 threads first
 # blocks come from shared slabs.
 run "stress, 10 s, 48 threads" build/tests/stress 10 48
+# One large arena for every thread, as HAKMEM_LARGE_ARENAS=1 and a process on one CPU have:
+# every other run here has several, and an allocation there once went on without the lock.
+run "stress, 10 s, 4 threads, one large arena (HAKMEM_LARGE_ARENAS=1)" \
+    env HAKMEM_LARGE_ARENAS=1 build/tests/stress 10 4
 # Pages released at once and no empty slab kept: every slab that empties goes to the pool and
 # its pages at once, so one that reaches the pool while still in use is soon found (an
 # orphan freed into as its last owner's own did, 1 run in 120: heap.c, hk_heap_free_own).
