@@ -2455,7 +2455,7 @@ static HK_NOINLINE void hk_heap_free_mid(struct hk_heap *h, void *p) {
     if (HK_LIKELY(c >= HK_NSMALL && c < HK_NCLASS && hk_mid_keeps(h, c) &&
                   h->tick_countdown != 0 &&
                   atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner &&
-                  hk_slab_block_index(s, (uintptr_t)p) >= 0 && !hk_marked_free(p) &&
+                  hk_span_block_start(s, c, (uintptr_t)p) && !hk_marked_free(p) &&
                   hk_mid_within(h, c))) {
         hk_block_push(&h->free[c], p);
         h->mid_kept |= (uint64_t)1 << c;

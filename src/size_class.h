@@ -98,8 +98,10 @@ void hk_malloc_class_off(void) HK_INTERNAL;
 /* HK_BLOCK_DIV of each small class size. */
 extern const uint32_t hk_class_div[HK_NSMALL] HK_INTERNAL;
 extern const uint32_t hk_class_size[HK_NCLASS + 1] HK_INTERNAL;
-/* HK_BLOCK_MUL of each small class size. */
-extern const uint64_t hk_class_mul[HK_NSMALL] HK_INTERNAL;
+/* HK_BLOCK_MUL of each class size: free's fast path's test for a small slab's blocks (any
+ * address within 2^48 bytes), and the mid short path's for an offset into its span (below
+ * 2^20, where the test is exact for every class: test_size_class). */
+extern const uint64_t hk_class_mul[HK_NCLASS] HK_INTERNAL;
 /* Slots (64 KiB each) of one slab of the class: 1 for small classes, 5..16 for mid ones. */
 extern const uint8_t hk_class_slots[HK_NCLASS + 1] HK_INTERNAL;
 

@@ -136,6 +136,22 @@ TEST(range_and_block_start_test_is_exact_within_2_to_the_48) {
     }
 }
 
+/* Free's mid short path trusts the same multiply for an offset into a span (heap.c,
+ * hk_span_block_start): below the span's length, for every carved length, it admits exactly
+ * the carved block starts. */
+TEST(span_block_start_test_is_exact_within_the_span) {
+    for (unsigned c = HK_NSMALL; c < HK_NCLASS; c++) {
+        uint32_t d = hk_class_size[c];
+        uint64_t m = hk_class_mul[c], span = (uint64_t)hk_class_slots[c] * HK_SLAB_SIZE;
+        CHECKF(m == HK_BLOCK_MUL(d), "class %u", c);
+        for (uint64_t lim = d; lim <= span; lim += d)
+            for (uint64_t off = 0; off < span; off++)
+                CHECKF(mul_admits(m, lim, off) == is_carved_start(d, lim, (int64_t)off),
+                       "class %u lim %llu off %llu", c, (unsigned long long)lim,
+                       (unsigned long long)off);
+    }
+}
+
 int main(void) {
     TEST_MAIN_BEGIN("size_class");
     RUN(spacing_16_at_the_bottom);
@@ -147,5 +163,6 @@ int main(void) {
     RUN(spans_hold_whole_blocks);
     RUN(block_start_test_is_exact_for_every_offset);
     RUN(range_and_block_start_test_is_exact_within_2_to_the_48);
+    RUN(span_block_start_test_is_exact_within_the_span);
     TEST_MAIN_END();
 }
