@@ -45,6 +45,20 @@ void hk_list_joins_new(struct hk_slab *s, uint8_t t) {
     }
 }
 
+#ifndef HK_HARDENED
+void hk_span_check_freed(const struct hk_slab *s) {
+    uintptr_t base = (uintptr_t)hk_slab_base(s), bs = s->bsize, end = base + s->carved * bs;
+    for (uintptr_t b = base; b < end; b += bs) {
+        uintptr_t next = (uintptr_t)hk_link_get((void *)b);
+        if (!hk_marked_free((void *)b) ||
+            (next && (next < base || next >= end || (next - base) % bs != 0))) {
+            hk_report("malloc", (void *)b, "corrupted free list (a freed block was written to)");
+            return;
+        }
+    }
+}
+#endif
+
 void *hk_slab_take_one(struct hk_slab *s) {
     void *b = s->free;
     void *next = hk_link_get(b);
