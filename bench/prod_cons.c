@@ -49,7 +49,8 @@ static void *producer(void *arg)
         unsigned char *p = xmalloc(sz);
         uint64_t seq = i;
         memcpy(p, &seq, sizeof seq);
-        p[sz - 1] = (unsigned char)(i | 1);
+        if (sz > sizeof seq) /* the last byte too, where it is not the number's */
+            p[sz - 1] = (unsigned char)(i | 1);
         unsigned spins = 0;
         while (head - tail_cache >= cap) {
             tail_cache = atomic_load_explicit(&R->tail, memory_order_acquire);
