@@ -312,9 +312,7 @@ static struct hk_slab *hk_front_take(unsigned c) {
     hk_unlock(hk_front_lock(c));
     if (!s) return NULL;
     s->list = HK_LIST_NONE;
-#ifndef HK_HARDENED
     if (c >= HK_NSMALL) hk_span_check_freed(s); /* its blocks as they went to the front */
-#endif
     hk_slab_format(s, c);
     return s;
 }

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "block.h"
+#ifdef HK_HARDENED
+#include "guard.h"
+#endif
 #include "large.h"
 #include "report.h"
 
@@ -45,19 +48,28 @@ void hk_list_joins_new(struct hk_slab *s, uint8_t t) {
     }
 }
 
-#ifndef HK_HARDENED
+/* Whether free block b of bs bytes shows itself free: its free mark, or in the hardened
+ * build (which has none) its trailer's "free" (guard.h). */
+static inline int hk_shows_free(const void *b, size_t bs) {
+#ifdef HK_HARDENED
+    return hk_guard_trailer(b, bs) == HK_GUARD_FREE;
+#else
+    (void)bs;
+    return hk_marked_free(b);
+#endif
+}
+
 void hk_span_check_freed(const struct hk_slab *s) {
     uintptr_t base = (uintptr_t)hk_slab_base(s), bs = s->bsize, end = base + s->carved * bs;
     for (uintptr_t b = base; b < end; b += bs) {
         uintptr_t next = (uintptr_t)hk_link_get((void *)b);
-        if (!hk_marked_free((void *)b) ||
+        if (!hk_shows_free((void *)b, bs) ||
             (next && (next < base || next >= end || (next - base) % bs != 0))) {
             hk_report("malloc", (void *)b, "corrupted free list (a freed block was written to)");
             return;
         }
     }
 }
-#endif
 
 void *hk_slab_take_one(struct hk_slab *s) {
     void *b = s->free;

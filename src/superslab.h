@@ -343,14 +343,12 @@ void hk_slab_format(struct hk_slab *s, unsigned c) HK_INTERNAL;
 /* Small slab s, with no live block, drops its free list and is carved again from its start
  * when next used, in address order, as a formatted slab is (its list and bitmap forgotten). */
 void hk_slab_uncarve(struct hk_slab *s) HK_INTERNAL;
-#ifndef HK_HARDENED
 /* Mid span s, empty since it went to its class's front and about to serve the class again,
  * has every block it carved free, each still holding its link (to a carved block of s, or
- * none) and its free mark: a block that lost either was written to after its free, and is
- * reported (naming malloc, whose refill found it). The blocks' first words only, at most 16
- * of them, whose lines the carve that follows writes. */
+ * none) and its free mark (the hardened build: its trailer's "free", guard.h): a block that
+ * lost either was written to after its free, and is reported (naming malloc, whose refill
+ * found it). At most 16 blocks, whose first words the carve that follows writes. */
 void hk_span_check_freed(const struct hk_slab *s) HK_INTERNAL;
-#endif
 /* The first block of s's free list (not empty), taken off it and counted as used, its link
  * cleared. A link that leads out of the slab's carved blocks was overwritten (a write to a
  * block after its free): reported, and the rest of the list dropped. */

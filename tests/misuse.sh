@@ -86,7 +86,7 @@ uaf-write-string              @ malloc:$corrupt             @ malloc:$corrupt
 uaf-write-then-free           @ free:$double                @ free:$double
 uaf-write-remote              @ free:$corrupt               @ free:$corrupt
 uaf-write-orphan              @ free:$corrupt               @ free:$corrupt
-uaf-write-mid                 @ malloc:$corrupt             @ -
+uaf-write-mid                 @ malloc:$corrupt             @ malloc:$corrupt
 uaf-write-mid-listed          @ malloc:$corrupt             @ (free|malloc):$corrupt
 uaf-write-listed              @ malloc:$corrupt             @ (free|malloc):$corrupt
 free-sized-wrong              @ -                           @ free_sized:$size
