@@ -219,16 +219,26 @@ static inline void hk_free_inline(void *p) {
 
 HK_EXPORT HK_HOT_ENTRY void hak_free(void *p) { hk_free_inline(p); }
 
+/* Whether size cannot be the request that block start p of slab s (not a free block's, which
+ * the free reports) was handed out for: the hardened build keeps the request, in the block's
+ * trailer (guard.h); the default build knows only the block's size, which no request exceeds,
+ * so a larger size shows and a smaller one does not. */
+static inline int hk_size_differs(const struct hk_slab *s, void *p, size_t size) {
 #ifdef HK_HARDENED
-/* free_sized and free_aligned_sized must be given the size that was asked for (C23): the
- * hardened build knows it for small and mid blocks, and checks. */
+    size_t n;
+    return hk_guard_check(p, s->bsize, &n) == HK_GUARD_OK && n != size;
+#else
+    return !hk_marked_free(p) && size > __atomic_load_n(&s->bsize, __ATOMIC_RELAXED);
+#endif
+}
+
+/* free_sized and free_aligned_sized must be given the size that was asked for (C23): checked
+ * for small and mid blocks as far as the build knows it (hk_size_differs). */
 static void hk_free_checked_size(void *p, size_t size, const char *op) {
     if (p && hk_is_superslab((uintptr_t)p)) {
         struct hk_slab *s = hk_slab_of((uintptr_t)p);
-        size_t n;
         if (__atomic_load_n(&s->cls, __ATOMIC_ACQUIRE) != HK_CLS_NONE &&
-            hk_slab_block_index(s, (uintptr_t)p) >= 0 &&
-            hk_guard_check(p, s->bsize, &n) == HK_GUARD_OK && n != size) {
+            hk_slab_block_index(s, (uintptr_t)p) >= 0 && hk_size_differs(s, p, size)) {
             hk_report(op, p, "size differs from the size allocated");
             return;
         }
@@ -242,18 +252,6 @@ HK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) {
     (void)alignment;
     hk_free_checked_size(p, size, "free_aligned_sized");
 }
-#else
-HK_EXPORT void hak_free_sized(void *p, size_t size) {
-    (void)size;
-    hk_free_inline(p);
-}
-
-HK_EXPORT void hak_free_aligned_sized(void *p, size_t alignment, size_t size) {
-    (void)alignment;
-    (void)size;
-    hk_free_inline(p);
-}
-#endif
 
 /* Usable size of live block p in *n: 1, or 0 after reporting p as invalid or free. */
 static int hk_usable(void *p, const char *op, size_t *n) {

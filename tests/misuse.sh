@@ -89,8 +89,8 @@ uaf-write-orphan              @ free:$corrupt               @ free:$corrupt
 uaf-write-mid                 @ malloc:$corrupt             @ malloc:$corrupt
 uaf-write-mid-listed          @ malloc:$corrupt             @ (free|malloc):$corrupt
 uaf-write-listed              @ malloc:$corrupt             @ (free|malloc):$corrupt
-free-sized-wrong              @ -                           @ free_sized:$size
-free-aligned-sized-wrong      @ -                           @ free_aligned_sized:$size
+free-sized-wrong              @ free_sized:$size            @ free_sized:$size
+free-aligned-sized-wrong      @ free_aligned_sized:$size    @ free_aligned_sized:$size
 "
 
 check() { # check BUILD LIB CASE EXPECT
