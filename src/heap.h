@@ -582,6 +582,14 @@ static inline int hk_heap_free_fast(struct hk_heap *h, const struct hk_owned *e,
  * by the plain address). */
 static inline struct hk_heap *hk_heap_here(void) { return hk_tls.heap; }
 
+/* Block b, the head of class c's cache whose link n was checked, is taken: n becomes the
+ * head, malloc's count of the class goes up (see "Reuse") and b's free mark is cleared. */
+static inline void hk_heap_took(struct hk_heap *h, unsigned c, void *b, void *n) {
+    h->free[c] = n;
+    h->taken[c]++;
+    hk_mark_live(b);
+}
+
 /* Pops a block of class c, refilling if needed. */
 static inline void *hk_heap_alloc(unsigned c) {
     struct hk_heap *h = hk_heap_here();
@@ -589,10 +597,8 @@ static inline void *hk_heap_alloc(unsigned c) {
     if (HK_LIKELY(b != NULL)) {
         void *n = hk_link_get(b);
         if (HK_UNLIKELY(!hk_link_ok(b, n, c))) return hk_heap_corrupt(c, b);
-        h->free[c] = n;
-        h->taken[c]++;
         hk_block_prefetch(n);
-        hk_mark_live(b);
+        hk_heap_took(h, c, b, n);
         return b;
     }
     return hk_heap_refill(c);

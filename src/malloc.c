@@ -153,7 +153,8 @@ static HK_NOINLINE void *hk_malloc_mid(unsigned c, size_t n) {
 /* malloc above the table: a mid block, from its class's cache where that holds one (a block
  * the thread kept at its free, heap.c, hk_mid_keep), without a call or a frame on that path
  * (tight 100000: 75 -> 61 instructions a malloc, the span's offset by hk_slab_offset
- * included); else a refill, or a large block. */
+ * included); else a refill, or a large block. hk_heap_alloc's pop, but for its refill, whose
+ * call inlined here made this a function with a frame. */
 static HK_NOINLINE void *hk_malloc_big(size_t n) {
     if (HK_LIKELY(n <= HK_MID_MAX)) {
         unsigned c = hk_mid_class_of(n);
@@ -162,9 +163,7 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
         if (HK_LIKELY(b != NULL && !hk_counting)) {
             void *next = hk_link_get(b);
             if (HK_LIKELY(hk_link_ok(b, next, c))) {
-                h->free[c] = next;
-                h->taken[c]++;
-                hk_mark_live(b);
+                hk_heap_took(h, c, b, next);
                 hk_mid_note(hk_slab_of((uintptr_t)b), (uintptr_t)b, n);
                 return b;
             }
