@@ -521,6 +521,7 @@ again:
         hk_empty_remove(s);
         hk_drawdown_take(&hk_drawn, hk_slab_bytes(s));
         HK_STAT_INC(acquire_stage1);
+        if (c >= HK_NSMALL) hk_span_check_freed(s); /* as it went, as a front's (above) */
         s = hk_activate(ss, hk_slab_index(s), k, c, now);
         struct hk_slab *more = hk_empty_to_front(c, now);
         hk_pool_unlock();

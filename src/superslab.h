@@ -343,7 +343,8 @@ void hk_slab_format(struct hk_slab *s, unsigned c) HK_INTERNAL;
 /* Small slab s, with no live block, drops its free list and is carved again from its start
  * when next used, in address order, as a formatted slab is (its list and bitmap forgotten). */
 void hk_slab_uncarve(struct hk_slab *s) HK_INTERNAL;
-/* Mid span s, empty since it went to its class's front and about to serve the class again,
+/* Mid span s, empty since it went to the pool (its class's front or the pool proper, where
+ * stage 1 takes it back whole) and about to serve the class again,
  * has every block it carved free, each still holding its link (to a carved block of s, or
  * none) and its free mark (the hardened build: its trailer's "free", guard.h): a block that
  * lost either was written to after its free, and is reported (naming malloc, whose refill
