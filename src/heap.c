@@ -1374,6 +1374,13 @@ static void hk_parked_brought(struct hk_heap *h, struct hk_owner *o, uint32_t n,
         h->give_up = o;
 }
 
+/* Set by tests only (hk_heap_hold_parked). */
+static _Atomic int hk_park_held;
+
+void hk_heap_hold_parked(int on) {
+    atomic_store_explicit(&hk_park_held, on, memory_order_relaxed);
+}
+
 /* Gives up the records parked before older (all of them with UINT64_MAX). */
 static void hk_heap_give_up_parked(struct hk_heap *h, uint64_t older, uint64_t now) {
     struct hk_owner *o;
@@ -1466,7 +1473,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     hk_heap_xfer_home(h, hk_xfer_take_idle(now, 0));
 #endif
     hk_heap_help_idle(h, now);
-    if (hk_owner_parked())
+    if (hk_owner_parked() && !atomic_load_explicit(&hk_park_held, memory_order_relaxed))
         hk_heap_give_up_parked(h, now > HK_PARK_MS ? now - HK_PARK_MS : 0, now);
     hk_decay_tick(now);
     /* What the thread left idle was due by now (and went back above, or at another thread's

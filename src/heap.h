@@ -476,6 +476,10 @@ void hk_heap_flush(void) HK_INTERNAL;
  * tests that want an exited thread's slabs orphaned now (a thread without a heap sets one
  * up first, which takes the newest). */
 void hk_heap_give_up_all(void) HK_INTERNAL;
+/* With on, no tick gives a parked heap up for its time (HK_PARK_MS); off again, as by default.
+ * For tests that check who takes a parked heap over or in: 20 ms is short beside the delays a
+ * loaded machine puts between two of their threads. */
+void hk_heap_hold_parked(int on) HK_INTERNAL;
 /* Gives the calling thread's kept empty slabs to the pool (malloc_trim). */
 void hk_heap_trim(void) HK_INTERNAL;
 

@@ -1640,10 +1640,12 @@ static void *ho_take_and_free(void *arg) {
     return NULL;
 }
 
-/* A thread allocates HO_N blocks, frees half and exits; then `next` runs in a new thread. The
- * counts before the first thread, and (mid) between the two. */
+/* A thread allocates HO_N blocks, frees half and exits; then `next` runs in a new thread, with
+ * parked heaps held from time (hk_heap_hold_parked). The counts before the first thread, and
+ * (mid) between the two. */
 static struct hak_stats ho_hand_over(void *(*next)(void *), struct hak_stats *mid) {
     hk_heap_give_up_all(); /* none from the tests before */
+    hk_heap_hold_parked(1);
     struct hak_stats a = stats();
     pthread_t t;
     pthread_create(&t, NULL, ho_alloc_free_half_exit, NULL);
@@ -1651,6 +1653,7 @@ static struct hak_stats ho_hand_over(void *(*next)(void *), struct hak_stats *mi
     *mid = stats();
     pthread_create(&t, NULL, next, NULL);
     pthread_join(t, NULL);
+    hk_heap_hold_parked(0);
     return a;
 }
 
@@ -1808,10 +1811,11 @@ static void *hh_malloc_first(void *arg) {
     return NULL;
 }
 
-/* Parks b's heap, then a's (b's the oldest, a's the newest, and no other), then runs fn in a
- * new thread, which must take one of them over. */
+/* Parks b's heap, then a's (b's the oldest, a's the newest, and no other; both held from
+ * time), then runs fn in a new thread, which must take one of them over. */
 static void hh_after_parking(void *(*fn)(void *)) {
     hk_heap_give_up_all();
+    hk_heap_hold_parked(1);
     atomic_store(&hh_b_ready, 0);
     atomic_store(&hh_b_go, 0);
     pthread_t t, tb;
@@ -1822,6 +1826,7 @@ static void hh_after_parking(void *(*fn)(void *)) {
     struct hak_stats a = stats();
     pthread_create(&t, NULL, fn, NULL);
     pthread_join(t, NULL);
+    hk_heap_hold_parked(0);
     struct hak_stats b = stats();
     CHECKF(b.heaps_taken_over == a.heaps_taken_over + 1, "%zu heaps taken over",
            b.heaps_taken_over - a.heaps_taken_over);
@@ -1870,11 +1875,12 @@ static int ti_tags_ok;
 static pthread_barrier_t ef_bar;
 
 /* Runs freer in a thread that sets its heap up first, then alloc in a thread that exits, whose
- * heap is parked then, and lets freer go on once it has. Returns the report taken before
+ * heap is parked then (and held from time), and lets freer go on once it has. Returns the report taken before
  * alloc's thread started, having checked that that thread left at least `bytes` of slabs. */
 static struct hak_stats exit_then_free(void *(*alloc)(void *), void *(*freer)(void *),
                                        size_t bytes) {
     pthread_barrier_init(&ef_bar, NULL, 2);
+    hk_heap_hold_parked(1);
     pthread_t f, t;
     pthread_create(&f, NULL, freer, NULL);
     pthread_barrier_wait(&ef_bar);
@@ -1885,6 +1891,7 @@ static struct hak_stats exit_then_free(void *(*alloc)(void *), void *(*freer)(vo
     CHECK(b.slabs_active_now >= a.slabs_active_now + bytes / 65536);
     pthread_barrier_wait(&ef_bar);
     pthread_join(f, NULL);
+    hk_heap_hold_parked(0);
     pthread_barrier_destroy(&ef_bar);
     return a;
 }
@@ -2012,8 +2019,9 @@ TEST(a_thread_that_frees_an_exited_threads_big_blocks_takes_its_heap_in) {
 /* A thread that takes apart what several exited threads left, freeing into their heaps by
  * turns (a pool's results, freed at the end), takes each heap in: no run of its frees brings
  * one heap half of what gives it up, but it alone brought them any. Blocks of 16 KiB, so that
- * each heap is flooded (2 MiB, 128 blocks) long before HK_PARK_MS is out, however slow the
- * build: with blocks of 2 KiB, a heap parked that long was given up by time under TSan. */
+ * each heap is flooded (2 MiB, 128 blocks) within 160 of its frees. The parked heaps are held
+ * from time (hk_heap_hold_parked), as in each test here that checks who takes one: in a CI
+ * run on a loaded machine, the freer's tick gave all four up before it had flooded one. */
 enum { TB_THREADS = 4, TB_N = 160, TB_SIZE = 16384 };
 static void *tb_blocks[TB_THREADS][TB_N];
 static struct hak_stats tb_after_frees;
@@ -2053,6 +2061,7 @@ TEST(a_thread_that_frees_several_exited_threads_blocks_by_turns_takes_each_heap_
     hk_heap_trim();
     pthread_barrier_init(&tb_started, NULL, TB_THREADS);
     pthread_barrier_init(&tb_exited, NULL, 2);
+    hk_heap_hold_parked(1);
     pthread_t f, t[TB_THREADS];
     pthread_create(&f, NULL, tb_free_all, NULL);
     pthread_barrier_wait(&tb_exited);
@@ -2061,6 +2070,7 @@ TEST(a_thread_that_frees_several_exited_threads_blocks_by_turns_takes_each_heap_
     for (int w = 0; w < TB_THREADS; w++) pthread_join(t[w], NULL);
     pthread_barrier_wait(&tb_exited);
     pthread_join(f, NULL);
+    hk_heap_hold_parked(0);
     pthread_barrier_destroy(&tb_started);
     pthread_barrier_destroy(&tb_exited);
     CHECK(tb_tags_ok);
