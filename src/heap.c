@@ -226,12 +226,21 @@ static void hk_batch_flush_all(struct hk_heap *h);
 static void hk_heap_give_up_partial(struct hk_heap *oh, uint64_t now);
 #endif
 
+/* What tests hold from time (hk_heap_hold): HK_HOLD_* bits. */
+static _Atomic unsigned hk_held;
+
+void hk_heap_hold(unsigned what) { atomic_store_explicit(&hk_held, what, memory_order_relaxed); }
+
+static inline int hk_heap_holds_off(unsigned what) {
+    return (atomic_load_explicit(&hk_held, memory_order_relaxed) & what) != 0;
+}
+
 /* Whether record o's owner was helped since it last took its inbox, and has run no tick for
  * HK_IDLE_MS (at time now). */
 static int hk_heap_idle(struct hk_owner *o, uint64_t now) {
     uint64_t t = atomic_load_explicit(&o->last_tick, memory_order_relaxed);
     return atomic_load_explicit(&o->helped, memory_order_relaxed) && now > t &&
-           now - t >= HK_IDLE_MS;
+           now - t >= HK_IDLE_MS && !hk_heap_holds_off(HK_HOLD_IDLE);
 }
 
 /* Applies the inbox of record o, whose owner has not taken it, if the owner is not in a slow
@@ -1374,13 +1383,6 @@ static void hk_parked_brought(struct hk_heap *h, struct hk_owner *o, uint32_t n,
         h->give_up = o;
 }
 
-/* Set by tests only (hk_heap_hold_parked). */
-static _Atomic int hk_park_held;
-
-void hk_heap_hold_parked(int on) {
-    atomic_store_explicit(&hk_park_held, on, memory_order_relaxed);
-}
-
 /* Gives up the records parked before older (all of them with UINT64_MAX). */
 static void hk_heap_give_up_parked(struct hk_heap *h, uint64_t older, uint64_t now) {
     struct hk_owner *o;
@@ -1473,7 +1475,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     hk_heap_xfer_home(h, hk_xfer_take_idle(now, 0));
 #endif
     hk_heap_help_idle(h, now);
-    if (hk_owner_parked() && !atomic_load_explicit(&hk_park_held, memory_order_relaxed))
+    if (hk_owner_parked() && !hk_heap_holds_off(HK_HOLD_PARKED))
         hk_heap_give_up_parked(h, now > HK_PARK_MS ? now - HK_PARK_MS : 0, now);
     hk_decay_tick(now);
     /* What the thread left idle was due by now (and went back above, or at another thread's

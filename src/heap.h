@@ -476,10 +476,13 @@ void hk_heap_flush(void) HK_INTERNAL;
  * tests that want an exited thread's slabs orphaned now (a thread without a heap sets one
  * up first, which takes the newest). */
 void hk_heap_give_up_all(void) HK_INTERNAL;
-/* With on, no tick gives a parked heap up for its time (HK_PARK_MS); off again, as by default.
- * For tests that check who takes a parked heap over or in: 20 ms is short beside the delays a
- * loaded machine puts between two of their threads. */
-void hk_heap_hold_parked(int on) HK_INTERNAL;
+/* For tests: what a thread does after a time, held off while its bit is set in `what` (0, the
+ * default, holds nothing). HK_HOLD_PARKED: giving up a parked heap (HK_PARK_MS, 20 ms);
+ * HK_HOLD_IDLE: letting an idle owner's partial slabs go (HK_IDLE_MS, 40 ms). Tests that check
+ * who takes a parked heap, or what a helper leaves, must not depend on how a loaded machine
+ * spaces their threads' steps. */
+enum { HK_HOLD_PARKED = 1, HK_HOLD_IDLE = 2 };
+void hk_heap_hold(unsigned what) HK_INTERNAL;
 /* Gives the calling thread's kept empty slabs to the pool (malloc_trim). */
 void hk_heap_trim(void) HK_INTERNAL;
 
