@@ -81,7 +81,7 @@ static void *hk_large_block(size_t n, size_t align, int clear) {
 static inline void *hk_handed_out(void *p, unsigned c, size_t n) {
     if (!p) return NULL;
 #ifndef HK_HARDENED /* the hardened build knows the request from its guards */
-    if (c >= HK_NSMALL) hk_mid_note(hk_slab_of((uintptr_t)p), (uintptr_t)p, n);
+    if (c >= HK_NSMALL) hk_mid_note((uintptr_t)p, n);
 #else
     (void)n;
 #endif
@@ -164,7 +164,7 @@ static HK_NOINLINE void *hk_malloc_big(size_t n) {
             void *next = hk_link_get(b);
             if (HK_LIKELY(hk_link_ok(b, next, c))) {
                 hk_heap_took(h, c, b, next);
-                hk_mid_note(hk_slab_of((uintptr_t)b), (uintptr_t)b, n);
+                hk_mid_note((uintptr_t)b, n);
                 return b;
             }
         }
@@ -293,7 +293,7 @@ HK_EXPORT size_t hak_usable_size(void *p) {
 #ifndef HK_HARDENED
     /* Told the block's size, the program may fill all of it: realloc must then copy it all. */
     if (n > HK_SMALL_MAX && hk_is_superslab((uintptr_t)p))
-        hk_mid_forget(hk_slab_of((uintptr_t)p), (uintptr_t)p);
+        hk_mid_forget((uintptr_t)p);
 #endif
     return n;
 }
@@ -399,7 +399,7 @@ static HK_NOINLINE void *hk_realloc_block(void *p, size_t n) {
         int mid = s->bsize > HK_SMALL_MAX;
         size_t used = mid ? hk_mid_used(s, (uintptr_t)p) : have;
         if (hk_keeps_place(have, used, n)) {
-            if (mid) hk_mid_note(s, (uintptr_t)p, n); /* what a later move must copy */
+            if (mid) hk_mid_note((uintptr_t)p, n); /* what a later move must copy */
             return p;
         }
         have = used;

@@ -1660,6 +1660,40 @@ TEST(realloc_into_a_fresh_mid_block_fills_what_it_copies) {
     CHECK(in_fresh_thread_where_filled(fresh_realloc));
 }
 
+/* realloc copies a mid block's request as noted when it was handed out (superslab.h,
+ * hk_mid_req): each block's own, never a neighbour's. In every mid class, blocks asked for
+ * with the largest request of the class and the smallest in turn, each filled to its request,
+ * then moved by realloc: a note shared with the next block would lose the tail of a large
+ * one. */
+TEST(realloc_of_mid_blocks_keeps_each_ones_request) {
+    enum { NB = 40 };
+    unsigned char *b[NB];
+    size_t asked[NB];
+    int bad = 0;
+    for (unsigned c = HK_NSMALL; c < HK_NCLASS; c++) {
+        size_t d = hk_class_size[c], low = hk_class_size[c - 1] + 1;
+        for (unsigned i = 0; i < NB; i++) {
+            asked[i] = i % 2 ? low : d;
+            b[i] = hak_malloc(asked[i]);
+            for (size_t j = 0; j < asked[i] - 1; j += 512) b[i][j] = (unsigned char)(i + j / 512);
+            b[i][asked[i] - 1] = (unsigned char)(0xa5 ^ i);
+        }
+        for (unsigned i = 0; i < NB; i++) {
+            unsigned char *q = hak_realloc(b[i], 2 * d + 4096);
+            if (!q) {
+                bad++;
+                hak_free(b[i]);
+                continue;
+            }
+            for (size_t j = 0; j < asked[i] - 1; j += 512)
+                bad += q[j] != (unsigned char)(i + j / 512);
+            bad += q[asked[i] - 1] != (unsigned char)(0xa5 ^ i);
+            hak_free(q);
+        }
+    }
+    CHECKF(bad == 0, "%d bytes of mid blocks' requests lost by realloc", bad);
+}
+
 /* Every slot of a SuperSlab either heads a small slab of one slot or has no small class: free
  * reads the class of a pointer's slot without looking up its slab's head (heap.c,
  * hk_free_by_meta). Small slabs emptied first, then spans of several slots laid over them. */
@@ -1778,6 +1812,7 @@ int main(void) {
     RUN(calloc_of_a_fresh_mid_block_leaves_its_pages_alone);
     RUN(calloc_clears_a_block_an_exited_thread_wrote);
     RUN(realloc_into_a_fresh_mid_block_fills_what_it_copies);
+    RUN(realloc_of_mid_blocks_keeps_each_ones_request);
     RUN(a_slot_of_a_span_has_no_small_class);
     RUN(pointer_to_slab_is_arithmetic);
     RUN(every_small_size_gets_its_smallest_class);
