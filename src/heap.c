@@ -2449,6 +2449,12 @@ static inline void hk_heap_free_past(struct hk_heap *h, void *p, const char *op)
 }
 
 #ifndef HK_HARDENED
+/* Kept mid frees between two looks at the clock (hk_heap_free_mid): a thread that lives on its
+ * kept blocks refills nothing, and its tick must come all the same. Counted as slow-path
+ * events (every 17th), they sent 1 free in 17 through the full path, about 150 instructions
+ * each: tight 100000 157.2 -> 152.0 instructions a pair with 64. */
+#define HK_MID_KEPT_TICK 64
+
 /* free's slow path for a pointer whose slot heads no small slab (hk_free_by_meta): a block of
  * one of the thread's own mid spans that hk_mid_keep would keep is kept here, after the full
  * path's checks (a carved block start, not marked free) and without its frame or the heap
@@ -2462,14 +2468,18 @@ static HK_NOINLINE void hk_heap_free_mid(struct hk_heap *h, void *p) {
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
     unsigned c = __atomic_load_n(&s->cls, __ATOMIC_ACQUIRE);
     if (HK_LIKELY(c >= HK_NSMALL && c < HK_NCLASS && hk_mid_keeps(h, c) &&
-                  h->tick_countdown != 0 &&
+                  h->mid_countdown != 0 &&
                   atomic_load_explicit(&s->owner, memory_order_relaxed) == h->owner &&
                   hk_span_block_start(s, c, (uintptr_t)p) && !hk_marked_free(p) &&
                   hk_mid_within(h, c))) {
         hk_block_push(&h->free[c], p);
         h->mid_kept |= (uint64_t)1 << c;
-        h->tick_countdown--;
+        h->mid_countdown--;
         return;
+    }
+    if (h->mid_countdown == 0) { /* the clock is due: the full path's free reads it */
+        h->mid_countdown = HK_MID_KEPT_TICK;
+        h->tick_countdown = 0;
     }
     hk_heap_free_past(h, p, "free");
 }

@@ -260,7 +260,8 @@ struct hk_heap {
     struct hk_side *side;
     uint64_t side_classes;
     uint64_t next_tick;                   /* hk_now_ms at which the next tick is due */
-    unsigned tick_countdown;              /* slow-path events until the clock is read again */
+    uint16_t tick_countdown;              /* slow-path events until the clock is read again */
+    uint16_t mid_countdown;               /* kept mid frees until then (hk_heap_free_mid) */
     uint32_t omiss;                       /* misses of the owned-slab table since the last
                                            * tick or growth (owned.c, hk_owned_missed) */
     uint32_t ogrow_at;                    /* omiss at which the table is weighed for growth */

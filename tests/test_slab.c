@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "clock.h"
 #include "hakmem.h"
 #include "heap.h"
 #include "owned.h"
@@ -1242,6 +1243,38 @@ static void *mid_kept(void *arg) {
 }
 
 TEST(a_mid_block_freed_is_kept_for_the_next_malloc) { CHECK(in_new_thread(mid_kept)); }
+
+/* A thread that lives on a kept mid block refills nothing, and its tick comes all the same
+ * (heap.c, HK_MID_KEPT_TICK): a small class it freed blocks of and then left idle gives its
+ * cache back. (The tick sends the kept block home too, its class having refilled nothing: a
+ * span from the pool a tick.) */
+static void *mid_kept_ticks(void *arg) {
+    (void)arg;
+    void *small[32];
+    for (int i = 0; i < 32; i++) small[i] = hak_malloc(64);
+    for (int i = 0; i < 32; i++) hak_free(small[i]);
+    unsigned c = hk_slab_of((uintptr_t)small[0])->cls;
+    unsigned before = cache_len(c);
+    mid_pairs(200000);
+    struct hak_stats a, b;
+    hak_stats_get(&a);
+    uint64_t t0 = hk_now_ms();
+    long pairs = 0;
+    while (cache_len(c) != 0 && hk_now_ms() - t0 < 2000)
+        for (int i = 0; i < 1000; i++, pairs++) hak_free(hak_malloc(200000));
+    hak_stats_get(&b);
+    /* The pairs took the kept block: a span a tick at most (one each 10 ms at the most) came
+     * from the pool. */
+    uint64_t ms = hk_now_ms() - t0;
+    size_t spans = (b.acquire_stage1 - a.acquire_stage1) + (b.acquire_stage2 - a.acquire_stage2);
+    int ok = before > 0 && cache_len(c) == 0 && spans <= ms / 10 + 2;
+    CHECKF(ok, "%u blocks of %u bytes cached before, %u after %ld mid pairs in %llu ms; spans "
+               "acquired %zu", before, hk_class_size[c], cache_len(c), pairs,
+           (unsigned long long)ms, spans);
+    return (void *)(uintptr_t)ok;
+}
+
+TEST(a_thread_living_on_a_kept_mid_block_ticks) { CHECK(in_new_thread(mid_kept_ticks)); }
 #endif
 
 /* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
@@ -1799,6 +1832,7 @@ int main(void) {
     RUN(a_slab_on_a_side_list_empties_at_its_last_free);
     RUN(a_thread_that_exits_gives_its_side_lists_back);
     RUN(a_mid_block_freed_is_kept_for_the_next_malloc);
+    RUN(a_thread_living_on_a_kept_mid_block_ticks);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
     RUN(an_idle_cache_goes_home);
