@@ -91,8 +91,7 @@ static inline void hk_heap_carve(struct hk_heap *h, struct hk_slab *s, unsigned 
     __atomic_store_n(&s->lim, s->carved * bs, __ATOMIC_RELAXED);
     s->used = s->carved;
     /* Free's fast path takes what was carved, nothing beyond. */
-    struct hk_owned *e = hk_owned_entry(h, s);
-    if (*hk_owned_holder(h, e) == s) e->lim = s->lim * e->mul;
+    hk_owned_carved(h, s);
 }
 
 

@@ -409,9 +409,9 @@ static void hk_heap_list_remove(struct hk_heap *h, struct hk_slab *s) {
     hk_owned_clear(h, s);
 }
 
-/* Makes s (or nothing) the current slab of class c and keeps the owned-slab table in step.
- * Spans of mid classes stay out of it: their frees are rare next to the bytes they carry, and
- * the slow path validates every one of them in full (an interior pointer is reported). */
+/* Makes s (or nothing) the current slab of class c and keeps the owned-slab table in step: a
+ * small slab gets its entry here, a mid span its entries only at the first free to it that
+ * the slow path keeps (owned.h, hk_owned_set_span). */
 static void hk_heap_set_current(struct hk_heap *h, unsigned c, struct hk_slab *s) {
     struct hk_slab *was = hk_heap_cur(h, c);
     if (was) hk_owned_clear(h, was);
@@ -1040,7 +1040,7 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     h->torn &= ~((uint64_t)1 << c);
 #endif
     if (b) hk_heap_cache_send(h, c, &b, UINT32_MAX);
-    h->mid_kept &= ~((uint64_t)1 << c);
+    h->mid_kept &= ~((uint64_t)1 << c); /* set again below while its span has entries */
     /* A current mid span whose blocks all came home (the thread's own block kept for a malloc
      * to come, hk_mid_keep) goes as it would have gone at that block's free (hk_local_free_by),
      * not with the quiet classes a purge delay later. */
@@ -1048,6 +1048,8 @@ static void hk_heap_uncache(struct hk_heap *h, unsigned c) {
     if (c >= HK_NSMALL && s && s->used == 0) {
         hk_heap_set_current(h, c, NULL);
         hk_heap_emptied(h, s);
+    } else if (c >= HK_NSMALL && s && s->entered) {
+        h->mid_kept |= (uint64_t)1 << c; /* free's fast path keeps its blocks still */
     }
 }
 
@@ -1091,6 +1093,21 @@ static uint64_t hk_heap_caches_load(struct hk_heap *h) {
     return held;
 }
 
+/* The mid classes but those of `keep` start over (hk_mid_keep): their current spans lose
+ * their entries (owned.h, hk_owned_admits), and the thread keeps no block of them until it
+ * shows reuse again. At a tick, a class kept is one refilled since the last tick or one that
+ * may keep blocks (mid_kept: set with its span's entries, and cleared when its cache goes
+ * home and its current span has none, or is found empty beside another class's keep); at a
+ * trim or exit, none. */
+static void hk_mid_reuse_keep(struct hk_heap *h, uint64_t keep) {
+    uint64_t lost = h->mid_reuse & ~keep;
+    h->mid_reuse &= keep;
+    for (; lost; lost &= lost - 1) {
+        struct hk_slab *s = hk_heap_cur(h, (unsigned)__builtin_ctzll(lost));
+        if (s) hk_owned_clear(h, s);
+    }
+}
+
 /* Empties every class's cache and sets its room back to the first one: the thread gives
  * everything back (trim, flush, exit). A class the thread never refilled, whose cache is empty
  * and whose room has not grown or been cut has nothing to give back: skipped. A thread that
@@ -1107,7 +1124,8 @@ static void hk_heap_uncache_all(struct hk_heap *h) {
         hk_room_reset(h, c);
         hk_heap_uncache(h, c);
     }
-    h->mid_kept = h->mid_reuse = h->mid_freed = 0;
+    h->mid_kept = h->mid_freed = 0;
+    hk_mid_reuse_keep(h, 0);
 }
 
 #ifndef HK_HARDENED
@@ -1162,6 +1180,8 @@ static void hk_heap_torn_home(struct hk_heap *h, unsigned c) {
 }
 _Static_assert(HK_ROOM_TORN <= HK_ROOM_BEAT, "a torn-down class's room is all on free's counter");
 
+static void hk_mid_room_out(struct hk_heap *h, unsigned c, void **head);
+
 void hk_heap_cache_full(void **head) {
     struct hk_heap *h = hk_tls.heap; /* free's fast path: the thread has a record */
     hk_heap_enter(h);
@@ -1172,7 +1192,9 @@ void hk_heap_cache_full(void **head) {
     }
     unsigned c = (unsigned)(head - h->free);
     h->beat_left -= h->room_given[c]; /* the frees this room took */
-    if (hk_room_make_up(h, c) == 0) {
+    if (c >= HK_NSMALL) {
+        hk_mid_room_out(h, c, head);
+    } else if (hk_room_make_up(h, c) == 0) {
         unsigned full = hk_room_full(h, c);
         h->room_sent |= (uint64_t)1 << c; /* a refill of c before the next one grows the room */
         if (!(h->allocated >> c & 1)) {
@@ -1469,7 +1491,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
             (!hk_heap_cur(h, c) || h->quiet_since[c] != now))
             hk_heap_uncache(h, c);
     }
-    h->mid_reuse &= h->refilled | h->mid_kept; /* a mid class idle for a tick starts over */
+    hk_mid_reuse_keep(h, h->refilled | h->mid_kept); /* a mid class idle for a tick starts over */
     h->refilled = 0;
 #ifndef HK_HARDENED
     hk_heap_xfer_home(h, hk_xfer_take_idle(now, 0));
@@ -1855,6 +1877,12 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
 }
 
 #ifndef HK_HARDENED
+/* Whether the stash has taken what it may of mid class c's room (room.h, hk_stash_mid_max):
+ * what frees put into the cache since the room was last made up counts. */
+static inline int hk_stash_mid_full(const struct hk_heap *h, unsigned c) {
+    return (intptr_t)hk_room_full(h, c) - h->room[c] >= (intptr_t)hk_stash_mid_max(c);
+}
+
 /* Puts block p of class c (its slab goes on counting it as live) onto the calling
  * thread's cache as part of its stash, if the thread allocates the class (it has a current slab
  * of it: a consumer that only frees sends every block home) and the class has room, made up
@@ -1862,6 +1890,7 @@ static inline void hk_free_home(struct hk_heap *h, struct hk_slab *s, void *p) {
  * for 0 only, so the stash leaves at least 1). */
 static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
     if (!h->take_ok || h->cur[c] == NULL || /* not hk_heap_cur (see there) */
+        (c >= HK_NSMALL && hk_stash_mid_full(h, c)) ||
         (h->room[c] <= 1 && hk_room_make_up(h, c) <= 1))
         return 0;
     hk_block_push(&h->free[c], p);
@@ -1886,7 +1915,12 @@ static inline int hk_stash_put(struct hk_heap *h, unsigned c, void *p) {
  * A block kept in every class, without a bound, held 5% more at the peak of mixed_churn with
  * 16 threads and of mid_churn; a block of one class at a time left a request that takes two
  * buffers (100 and 300 KB) at a quarter of the speed it has with a block of each (8.1e6
- * requests a second against 2.9e7; tcmalloc 1.8e7, glibc 2.2e7). */
+ * requests a second against 2.9e7; tcmalloc 1.8e7, glibc 2.2e7). A block of the current
+ * span kept so gives the span entries in the owned-slab table, where its class's multiply is
+ * exact (owned.h, hk_owned_set_span), and free's fast path keeps its blocks from then on as
+ * the class's room allows (room.h, HK_MID_OWN_BYTES; hk_mid_room_out when it runs out): a
+ * cache of a few blocks, not one, where the bound is weighed at the refill that shows reuse
+ * and when the room runs out. */
 #define HK_MID_KEEP_BYTES ((size_t)1 << 20)
 
 static void hk_mid_send_home(struct hk_heap *h, uint64_t classes);
@@ -1911,7 +1945,7 @@ static inline int hk_mid_keeps(const struct hk_heap *h, unsigned c) {
     return (h->mid_reuse >> c & 1) && h->take_ok && h->cur[c] != NULL && h->free[c] == NULL;
 }
 
-static inline int hk_mid_keep(struct hk_heap *h, unsigned c, void *p) {
+static inline int hk_mid_keep(struct hk_heap *h, struct hk_slab *s, unsigned c, void *p) {
     uint64_t bit = (uint64_t)1 << c;
     if (!(h->mid_reuse & bit)) h->mid_freed |= bit; /* a refill of c next shows reuse */
     if (!hk_mid_keeps(h, c)) return 0;
@@ -1920,7 +1954,34 @@ static inline int hk_mid_keep(struct hk_heap *h, unsigned c, void *p) {
                      * nothing, and its idle caches must go home all the same */
     if (!hk_mid_within(h, c)) hk_mid_send_home(h, h->mid_kept & ~bit);
     h->mid_kept |= bit;
+    /* A block of its current span: the span gets its entries where it may (owned.h,
+     * hk_owned_set_span), and the class's next frees to it take free's fast path. */
+    if (s == h->cur[c] && !s->entered) hk_owned_set_span(h, s);
     return 1;
+}
+
+/* The room of mid class c ran out on free's fast path (hk_heap_cache_full), which keeps the
+ * thread's own blocks of its current span once it has shown reuse (owned.h, hk_owned_admits).
+ * The cache holds a few blocks at most (room.h, HK_MID_OWN_BYTES): counted, they leave the
+ * rest of the full room to free. A cache that holds the full room has taken more frees than
+ * malloc took blocks, and goes home. (What malloc took since the room was set, which a small
+ * class's room makes up from, would keep a room that has come down to 1, say, at 1 while
+ * the thread's mallocs and frees balance: the slow path at every free.) Past
+ * HK_MID_KEEP_BYTES with the blocks of the other classes, those go home (hk_mid_within). */
+static void hk_mid_room_out(struct hk_heap *h, unsigned c, void **head) {
+    unsigned full = hk_room_full(h, c), n = 0;
+    for (void *b = *head; b != NULL && n < full; n++) {
+        void *next = hk_link_get(b);
+        if (!hk_link_ok(b, next, c)) break; /* malloc reports it when it gets there */
+        b = next;
+    }
+    if (n >= full) {
+        hk_heap_uncache(h, c);
+        return;
+    }
+    hk_room_set(h, c, full - n);
+    if ((h->mid_kept & ~((uint64_t)1 << c)) && !hk_mid_within(h, c))
+        hk_mid_send_home(h, h->mid_kept & ~((uint64_t)1 << c));
 }
 #endif
 
@@ -2026,7 +2087,7 @@ static inline __attribute__((always_inline)) void hk_free_mine(struct hk_heap *h
         }
     }
 #ifndef HK_HARDENED
-    if (c >= HK_NSMALL ? hk_mid_keep(h, c, p)
+    if (c >= HK_NSMALL ? hk_mid_keep(h, s, c, p)
                        : s->list != HK_LIST_FULL && hk_stash_put(h, c, p))
         return;
 #endif
@@ -2475,6 +2536,11 @@ static HK_NOINLINE void hk_heap_free_mid(struct hk_heap *h, void *p) {
             hk_block_push(&h->free[c], p);
             h->mid_kept |= (uint64_t)1 << c;
             h->mid_countdown--;
+            if (HK_UNLIKELY(s == h->cur[c] && !s->entered)) { /* as hk_mid_keep does */
+                hk_heap_enter(h); /* the table changes: no helper at work meanwhile */
+                hk_owned_set_span(h, s);
+                hk_heap_leave(h);
+            }
             return;
         }
         /* The clock is due: the full path's free reads it. Here only, in a heap that keeps
@@ -2732,8 +2798,14 @@ void *hk_heap_refill(unsigned c) {
     if (HK_UNLIKELY(h->give_up != NULL)) hk_heap_give_up_wanted(h);
     hk_heap_maybe_tick(h);
     h->refilled |= (uint64_t)1 << c;
-    h->mid_reuse |= h->mid_freed & ((uint64_t)1 << c); /* freed, and allocated again */
-    h->mid_freed &= ~((uint64_t)1 << c);
+    if (h->mid_freed >> c & 1) { /* freed, and allocated again */
+        h->mid_reuse |= (uint64_t)1 << c;
+        h->mid_freed &= ~((uint64_t)1 << c);
+#ifndef HK_HARDENED
+        /* The blocks it keeps come to HK_MID_KEEP_BYTES at most with a block of this class. */
+        if (!hk_mid_within(h, c)) hk_mid_send_home(h, h->mid_kept & ~((uint64_t)1 << c));
+#endif
+    }
     h->allocated |= (uint64_t)1 << c;
 #ifndef HK_HARDENED
     if (h->room_sent >> c & 1) hk_room_grow(h, c);

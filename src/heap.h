@@ -6,7 +6,9 @@
  *              (hk_block_prefetch), clear the block's free mark (block.h).
  *   free(p):   e = ftab[(p >> 16) % n]; off = p - e->base times e->mul below e->lim
  *              (HK_BLOCK_MUL: one multiply and compare) means p is a block start in the
- *              carved part of one of this thread's small slabs, current or not; p
+ *              carved part of one of this thread's small slabs, current or not, or of its
+ *              current span of a mid class it allocates again after freeing it (owned.h,
+ *              hk_owned_admits: each of the span's slots has an entry alike); p
  *              without the free mark is not free already: push p onto e->head, the cache of
  *              its class, and take 1 from the class's room (hk_heap_free_fast), which lies one
  *              array after the caches. Every free to one of the thread's small slabs takes
@@ -79,8 +81,10 @@
  * while, and a block
  * waiting in an inbox is memory nobody can use (16 threads on 2 cores sharing blocks of 64
  * KiB..1 MiB: 200-290 MB waited in inboxes beside 354 MB live). The thread's own mid frees
- * go to their span, where it can empty, but for the last of each class the thread allocates
- * again after a free (up to 1 MiB in all), which waits in its class's cache for the thread's
+ * go to their span, where it can empty, but where the thread allocates the class again after
+ * a free: then free's fast path keeps the blocks of its current span in the class's cache
+ * where 8 classes of 40 to 224 KiB are concerned (room.h, HK_MID_OWN_BYTES, its room), and
+ * its slow path keeps the last one freed of each class (up to 1 MiB in all), for the thread's
  * next malloc of the class (heap.c, hk_mid_keep). A small block stashed is another thread's (not
  * one of a slab adopted from an exited thread: a thread that inherited another's data frees
  * each of those once, and stashing would make each a block of another thread's slab for the

@@ -371,9 +371,14 @@ static HK_NOINLINE void *hk_realloc_block(void *p, size_t n) {
      * (bench/programs/lua_trees.lua: a table's array part grown from one value to two): 1.07
      * times as fast. The same rule as below keeps a block in place. */
     if (HK_LIKELY(hk_owned_block(hk_free_entry((uintptr_t)p), p, hk_free_mark()))) {
-        size_t bs = hk_slot_of((uintptr_t)p)->bsize;
-        if (hk_keeps_place(bs, bs, n)) return p;
-        return hk_realloc_move(p, bs, n);
+        const struct hk_slab *slot = hk_slot_of((uintptr_t)p);
+        size_t bs = slot->bsize;
+        /* A mid span's blocks have entries too (owned.h, hk_owned_admits): their slots but the
+         * head's know no size, and a mid block moves as much as was asked for (below). */
+        if (HK_LIKELY(slot->cls < HK_NSMALL)) {
+            if (hk_keeps_place(bs, bs, n)) return p;
+            return hk_realloc_move(p, bs, n);
+        }
     }
 #endif
     size_t have;

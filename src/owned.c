@@ -42,26 +42,33 @@ static void hk_owned_clean(struct hk_owned *t, size_t n) {
     }
 }
 
-/* Gives small slab s the entry of its index, set for s being current or not, and returns the
- * slab that held it before. */
-static struct hk_slab *hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
-    struct hk_owned *e = hk_owned_entry(h, s);
-    struct hk_slab **holder = hk_owned_holder(h, e), *was = *holder;
-    int current = h->cur[s->cls] == s;
-    if (h->otab != h->owned) hk_owned_wrote(h, (size_t)(holder - h->oslab));
-    e->base = (uintptr_t)hk_slab_base(s);
-    e->mul = hk_class_mul[s->cls];
-    e->lim = s->lim * e->mul;
-    *holder = s;
+/* Gives slab s the entries of its slots (a small slab's one; a mid span's, one for each of
+ * its slots, all alike: free finds the entry by the slot a block starts in), set for s
+ * being current or not, and returns how many other slabs held them before. */
+static uint32_t hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
+    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    uint64_t mul = hk_class_mul[s->cls];
+    uint32_t lost = 0;
 #ifndef HK_HARDENED
-    (void)current;
     /* A slab with a side list keeps it (heap.c, "Side lists"), through a growth of the table
      * or a move off the full list. */
-    e->head = s->side ? hk_side_head(h->side, s->side - 1u) : &h->free[s->cls];
+    void **head = s->side ? hk_side_head(h->side, s->side - 1u) : &h->free[s->cls];
 #else
-    e->head = current ? &h->free[s->cls] : &s->free;
+    void **head = h->cur[s->cls] == s ? &h->free[s->cls] : &s->free;
 #endif
-    return was;
+    s->entered = 1;
+    for (unsigned k = 0; k < s->nslots; k++) {
+        struct hk_owned *e = hk_owned_at(h, base + ((uintptr_t)k << HK_SLAB_SHIFT));
+        struct hk_slab **holder = hk_owned_holder(h, e);
+        if (*holder != NULL && *holder != s) lost++;
+        if (h->otab != h->owned) hk_owned_wrote(h, (size_t)(holder - h->oslab));
+        e->base = base;
+        e->mul = mul;
+        e->lim = s->lim * mul;
+        e->head = head;
+        *holder = s;
+    }
+    return lost;
 }
 
 static void hk_owned_grow(struct hk_heap *h);
@@ -104,12 +111,10 @@ void hk_owned_window(struct hk_heap *h) {
 #endif
 }
 
-/* Gives small slab s the entry of its index (a slab there loses it: its frees take the slow
- * path), set for s being current or not; that a slab lost its entry counts as a miss
- * (hk_owned_missed). While counting, the table stays empty: every free is counted on the
- * slow path. */
-void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
-    if (s->cls >= HK_NSMALL || hk_counting) return;
+/* Gives slab s its entries (a slab there loses its own: its frees take the slow path), set
+ * for s being current or not; that a slab lost its entry counts as a miss
+ * (hk_owned_missed). */
+static void hk_owned_enter(struct hk_heap *h, struct hk_slab *s) {
     /* The first table (owned[], beyond the record's first page) is the heap's from its first
      * slab on, not from its set-up: a thread that owns no slab never reads it (record.h).
      * Only the owner switches tables; a helper (heap.c, "Idle owners") moves slabs
@@ -123,20 +128,39 @@ void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
      * class the thread has not refilled yet, whose slabs it took over, has none. */
     if (h->room[s->cls] <= 0) hk_room_set(h, s->cls, hk_room_full(h, s->cls));
 #endif
-    struct hk_slab *was = hk_owned_put(h, s);
-    if (was != NULL && was != s) hk_owned_missed(h, 1);
+    uint32_t lost = hk_owned_put(h, s);
+    if (lost) hk_owned_missed(h, lost);
+}
+
+/* While counting, the table stays empty: every free is counted on the slow path. */
+void hk_owned_set(struct hk_heap *h, struct hk_slab *s) {
+    if (s->cls >= HK_NSMALL || hk_counting) return;
+    hk_owned_enter(h, s);
+}
+
+void hk_owned_set_span(struct hk_heap *h, struct hk_slab *s) {
+    if (hk_counting || !hk_owned_admits(h, s)) return;
+    /* Its class's cache may hold blocks kept (heap.c, hk_mid_keep), which counts as the
+     * class's use at a tick. */
+    h->mid_kept |= (uint64_t)1 << s->cls;
+    hk_owned_enter(h, s);
 }
 
 /* Takes slab s out of the table. A helper may do this while the owner's free reads the entry
  * (heap.c, "Idle owners"): the one store of lim makes it admit nothing, and the rest of it may
  * stay as it was. */
 void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
-    struct hk_owned *e = hk_owned_entry(h, s);
-    struct hk_slab **holder = hk_owned_holder(h, e);
-    if (*holder == s) {
-        __atomic_store_n(&e->lim, 0, __ATOMIC_RELAXED);
-        *holder = NULL;
+    if (s->nslots > 1 && !s->entered) return; /* a span without entries (most) */
+    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    for (unsigned k = 0; k < s->nslots; k++) {
+        struct hk_owned *e = hk_owned_at(h, base + ((uintptr_t)k << HK_SLAB_SHIFT));
+        struct hk_slab **holder = hk_owned_holder(h, e);
+        if (*holder == s) {
+            __atomic_store_n(&e->lim, 0, __ATOMIC_RELAXED);
+            *holder = NULL;
+        }
     }
+    s->entered = 0;
 }
 
 /* Free's view of the owned-slab table: the table, or, while the thread frees by slab metadata
@@ -196,8 +220,12 @@ static void hk_owned_grow(struct hk_heap *h) {
         return;
     }
     hk_owned_switch(h, t, n);
-    for (unsigned c = 0; c < HK_NSMALL; c++) {
-        if (h->cur[c]) hk_owned_put(h, h->cur[c]);
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
+        /* A current span that had entries has them here too. */
+        struct hk_slab *cur = h->cur[c];
+        if (cur && (c < HK_NSMALL || (cur->entered && hk_owned_admits(h, cur))))
+            hk_owned_put(h, cur);
+        if (c >= HK_NSMALL) continue;
         for (struct hk_slab *s = h->partial[c]; s; s = s->next) hk_owned_put(h, s);
 #ifndef HK_HARDENED
         for (struct hk_slab *s = h->full[c]; s; s = s->next) hk_owned_put(h, s);

@@ -16,13 +16,14 @@ void hk_room_reset(struct hk_heap *h, unsigned c) {
 
 #ifndef HK_HARDENED
 /* Each class's room after a refill: for a small class HK_ROOM_BYTES of blocks, HK_ROOM_MIN to
- * HK_ROOM_MAX; for a mid class HK_MID_ROOM_BYTES of blocks where that is 2 or more, else 1,
- * which the stash leaves alone (it keeps none of the class). */
+ * HK_ROOM_MAX; for a mid class HK_MID_OWN_BYTES of blocks, HK_MID_OWN_MIN at least (the stash
+ * takes a part of it only, HK_MID_ROOM_BYTES). */
 #define HK_ROOM_OF(d)                                                                          \
     (uint16_t)(HK_ROOM_BYTES / (d) < HK_ROOM_MIN   ? HK_ROOM_MIN                               \
                : HK_ROOM_BYTES / (d) > HK_ROOM_MAX ? HK_ROOM_MAX                               \
                                                    : HK_ROOM_BYTES / (d)),
-#define HK_MID_ROOM_OF(d) (uint16_t)(HK_MID_ROOM_BYTES / (d) < 2 ? 1 : HK_MID_ROOM_BYTES / (d)),
+#define HK_MID_ROOM_OF(d)                                                                      \
+    (uint16_t)(HK_MID_OWN_BYTES / (d) < HK_MID_OWN_MIN ? HK_MID_OWN_MIN : HK_MID_OWN_BYTES / (d)),
 const uint16_t hk_room_max[HK_NCLASS] = {HK_SMALL_SIZES(HK_ROOM_OF)
                                              HK_MID_SIZES(HK_MID_ROOM_OF)};
 

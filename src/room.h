@@ -44,9 +44,9 @@
  * within 2 * HK_ROOM_BEAT frees of it, and the memory goes back on time (heap.h,
  * "Footprint"). */
 #define HK_ROOM_BEAT 64u
-/* A mid class's room, which only the stash uses (its blocks are freed on slow paths): 128 KiB
- * of its blocks, so 2 or 3 blocks up to 64 KiB, and none of a class above (the stash leaves
- * the last 1 of a room alone). Before the transfer lists (transfer.h) caught what a stash
+/* What the stash may hold of a mid class (hk_stash_mid_max; the class's room is larger, for the
+ * thread's own blocks, HK_MID_OWN_BYTES): 128 KiB of its blocks, so 2 or 3 blocks up to 64
+ * KiB, and none of a class above. Before the transfer lists (transfer.h) caught what a stash
  * cannot take, a small stash left blocks in inboxes (blocks of 64 KiB..1 MiB shared by 16
  * threads peaked at 1.42 GB with 1 MiB, against 1.18 with 4 MiB). With them, what a stash
  * holds is memory no other thread can use, while on the list any thread's next refill takes
@@ -55,6 +55,22 @@
  * still left, was as much again: without it, mixed_churn with 16 threads (2 cores) peaks 8%
  * lower and runs 1.09 times as fast, shared_swap_big16 6% lower and 1.09 times (2026-11-29). */
 #define HK_MID_ROOM_BYTES (128u * 1024)
+/* A mid class's full room: HK_MID_OWN_BYTES of its blocks, HK_MID_OWN_MIN at least. Free's
+ * fast path keeps the thread's own blocks of its current span in the cache once the thread
+ * has shown that it allocates the class again after freeing it (owned.h, hk_owned_admits),
+ * and its slow path looks at the cache once the room has run out (heap.c, hk_mid_room_out):
+ * where the thread's mallocs and frees balance, the cache holds a block or two, and a room of
+ * r lets r - 1 frees in a row take the fast path. The stash takes HK_MID_ROOM_BYTES of it at
+ * most, and none of a class above half of that. */
+#define HK_MID_OWN_BYTES (512u * 1024)
+#define HK_MID_OWN_MIN 3u
+
+/* The blocks of mid class c that the stash may hold (HK_MID_ROOM_BYTES of them, none of a
+ * class above half of that). */
+static inline unsigned hk_stash_mid_max(unsigned c) {
+    uint32_t d = hk_class_size[c];
+    return d > HK_MID_ROOM_BYTES / 2 ? 0 : HK_MID_ROOM_BYTES / d;
+}
 
 /* Sets class c's full room back to its first size (heap.h, HK_ROOM_GROW_BYTES): the class
  * went quiet, or the thread gives everything back. */

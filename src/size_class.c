@@ -11,7 +11,9 @@ const uint32_t hk_class_size[HK_NCLASS + 1] = {
 };
 
 #define HK_MUL_ENTRY(d) HK_BLOCK_MUL(d),
-const uint64_t hk_class_mul[HK_NCLASS] = {HK_SMALL_SIZES(HK_MUL_ENTRY) HK_MID_SIZES(HK_MUL_ENTRY)};
+#define HK_MID_MUL_ENTRY(d) HK_MID_MUL(d),
+const uint64_t hk_class_mul[HK_NCLASS] = {HK_SMALL_SIZES(HK_MUL_ENTRY)
+                                              HK_MID_SIZES(HK_MID_MUL_ENTRY)};
 
 /* Span length in slots: the class size times 8 blocks (up to 64 KiB), 4 (up to 128 KiB),
  * 2 (up to 256 KiB) or 1, which is always a whole number of 64 KiB slots. */

@@ -85,6 +85,33 @@
 #define HK_BLOCK_MUL(d)                                                                        \
     ((uint64_t)(UINT64_MAX / (uint64_t)(d) + 1u + ((((d) & ((d) - 1)) == 0) ? 1u : 0u)))
 
+/* A mid class size d = 2^k * m (m odd) may leave e = HK_BLOCK_MUL(d) * d - 2^64 above 2^15,
+ * and the proof above then fails for distances near 2^48 (a 1 MiB block's base plus 2^44 +
+ * 2^20 - 1 passes). Any m2 = (j * 2^64 + e2) / d, j odd and prime to m, gives off * m2 =
+ * q * e2 + r * m2 in the same way, with r * m2 mod 2^64 = ((r * j mod d) * 2^64 + r * e2) / d,
+ * at least 2^64 / d and at most 2^64 less that plus e2 for 0 < r < d; so the test is exact
+ * within 2^48 where e2 = -j * 2^64 mod d is at most 2^15. e2 is a multiple of 2^k: classes
+ * with m > 1 and k <= 15 have such a j (HK_MID_MUL_J: 3 for 56, 112 and 224 KiB, 7 for 160
+ * KiB, 1 for 40, 48, 80 and 96 KiB, where HK_BLOCK_MUL is that already); free's fast path
+ * takes the blocks of those classes' spans (owned.h, hk_owned_admits), and no others'.
+ * With 2^64 = Q * d + R: m2 = j * Q + (j * R + e2) / d, modulo 2^64. */
+#define HK_MID_MUL_J(d)                                                                        \
+    ((d) == 57344 || (d) == 114688 || (d) == 229376 ? 3u : (d) == 163840 ? 7u : 1u)
+#define HK_MUL_R(d) ((UINT64_MAX % (uint64_t)(d) + 1u) % (uint64_t)(d))
+#define HK_MUL_E2(d, j) (((uint64_t)(d) - ((j) * HK_MUL_R(d)) % (uint64_t)(d)) % (uint64_t)(d))
+#define HK_MID_MUL(d)                                                                          \
+    (((d) & ((d) - 1)) == 0 ? HK_BLOCK_MUL(d)                                                  \
+                            : (uint64_t)(HK_MID_MUL_J(d) * (UINT64_MAX / (uint64_t)(d)) +      \
+                                         (HK_MID_MUL_J(d) * HK_MUL_R(d) +                      \
+                                          HK_MUL_E2(d, HK_MID_MUL_J(d))) / (uint64_t)(d)))
+/* Whether the one multiply by mul (a class's hk_class_mul) is exact within 2^48 for class size
+ * d (see above): for every small class, and the mid classes whose e is at most 2^15. */
+#define HK_MUL_EXACT_MAX ((uint64_t)1 << 15)
+static inline int hk_mul_exact(uint64_t mul, uint32_t d) {
+    uint64_t e = mul * d;
+    return e >= 1 && e <= HK_MUL_EXACT_MAX;
+}
+
 extern const uint8_t hk_class_table[HK_TABLE_MAX / 16 + 1] HK_INTERNAL;
 /* malloc's fast path's copy of hk_class_table: the same, or HK_CLS_NONE for every size once
  * hk_malloc_class_off ran. One table for every thread: a copy in each thread's heap record

@@ -100,7 +100,11 @@ struct hk_slab {
      * mapped, or the pool released the slot's pages, and no slab has been made of it since
      * (cleared when one is, pool.c, hk_occupy). Under the pool's mutex. */
     uint8_t clean;
-    uint8_t pad1;
+    /* The span has entries in its owner's owned-slab table (owned.c; 0: surely none), so that
+     * a span that never had any leaves without a look at each of its slots' entries. Set and
+     * cleared by the table's keeper; a table switched leaves it set, where it only costs that
+     * look. */
+    uint8_t entered;
     /* The slot of its owner's side lists (side.h) that free's fast path pushes its blocks
      * onto, plus one; 0: none. Changed by the owner on its slow paths, and read there and by
      * a helper holding the owner's heap (heap.c, "Side lists"); cleared when formatted. */

@@ -87,18 +87,26 @@ static int is_carved_start(uint32_t d, uint64_t lim, int64_t off) {
 }
 
 /* free's fast path trusts one multiply to say both that p lies in the carved part of the slab
- * and that it is a block start, for any p at most 2^48 bytes from the slab either way. */
+ * and that it is a block start, for any p at most 2^48 bytes from the slab either way: for
+ * every small class, and for the mid classes whose spans it takes (size_class.h,
+ * hk_mul_exact), 8 of them, whose multipliers are chosen for it. */
 TEST(range_and_block_start_test_is_exact_within_2_to_the_48) {
     static const int64_t far = (int64_t)1 << 48;
-    for (unsigned c = 0; c < HK_NSMALL; c++) {
+    unsigned mid_exact = 0;
+    for (unsigned c = 0; c < HK_NCLASS; c++) {
         uint32_t d = hk_class_size[c];
         uint64_t m = hk_class_mul[c], e = m * d; /* m * d = 2^64 + e */
-        CHECKF(m == HK_BLOCK_MUL(d), "class %u", c);
-        CHECKF(e >= 1 && e <= d, "class %u: e = %llu", c, (unsigned long long)e);
-        uint64_t lims[] = {0, d, (uint64_t)(HK_SLAB_SIZE / d) * d};
+        int mid = c >= HK_NSMALL;
+        CHECKF(m == (mid ? HK_MID_MUL(d) : HK_BLOCK_MUL(d)), "class %u", c);
+        if (mid && !hk_mul_exact(m, d)) continue;
+        mid_exact += mid;
+        CHECKF(e >= 1 && e <= d && e <= HK_MUL_EXACT_MAX, "class %u: e = %llu", c,
+               (unsigned long long)e);
+        uint64_t slab = (uint64_t)hk_class_slots[c] * HK_SLAB_SIZE;
+        uint64_t lims[] = {0, d, slab / d * d};
         for (unsigned l = 0; l < 3; l++) {
             uint64_t lim = lims[l];
-            int64_t near = l == 2 ? (int64_t)1 << 18 : (int64_t)1 << 16;
+            int64_t near = (int64_t)(l == 2 ? 4 * slab : slab);
             for (int64_t off = -near; off <= near; off++)
                 CHECKF(mul_admits(m, lim, (uint64_t)off) == is_carved_start(d, lim, off),
                        "class %u lim %llu off %lld", c, (unsigned long long)lim, (long long)off);
@@ -120,7 +128,7 @@ TEST(range_and_block_start_test_is_exact_within_2_to_the_48) {
                 }
             /* Multiples of the class size far from the slab: the plain block-start test
              * (HK_BLOCK_DIV) would admit them, this one must not. */
-            for (uint64_t q = HK_SLAB_SIZE / d; q < 8 * HK_SLAB_SIZE / d; q++) {
+            for (uint64_t q = slab / d; q < 8 * slab / d; q++) {
                 CHECKF(!mul_admits(m, lim, q * d), "class %u q %llu", c, (unsigned long long)q);
                 CHECKF(!mul_admits(m, lim, -(q * d)), "class %u q -%llu", c,
                        (unsigned long long)q);
@@ -134,6 +142,12 @@ TEST(range_and_block_start_test_is_exact_within_2_to_the_48) {
                    "class %u off %lld", c, (long long)off);
         }
     }
+    CHECKF(mid_exact == 8, "%u mid classes exact within 2^48", mid_exact);
+    /* Why the others are left out: a 1 MiB block's span base plus 2^44 + 2^20 - 1 passes. */
+    unsigned big = hk_class_of((size_t)1 << 20);
+    CHECK(!hk_mul_exact(hk_class_mul[big], hk_class_size[big]));
+    CHECK(mul_admits(hk_class_mul[big], (uint64_t)1 << 20,
+                     ((uint64_t)1 << 44) + ((uint64_t)1 << 20) - 1));
 }
 
 /* Free's mid short path trusts the same multiply for an offset into a span (heap.c,
@@ -143,7 +157,7 @@ TEST(span_block_start_test_is_exact_within_the_span) {
     for (unsigned c = HK_NSMALL; c < HK_NCLASS; c++) {
         uint32_t d = hk_class_size[c];
         uint64_t m = hk_class_mul[c], span = (uint64_t)hk_class_slots[c] * HK_SLAB_SIZE;
-        CHECKF(m == HK_BLOCK_MUL(d), "class %u", c);
+        CHECKF(m == HK_MID_MUL(d), "class %u", c);
         for (uint64_t lim = d; lim <= span; lim += d)
             for (uint64_t off = 0; off < span; off++)
                 CHECKF(mul_admits(m, lim, off) == is_carved_start(d, lim, (int64_t)off),

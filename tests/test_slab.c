@@ -1275,6 +1275,45 @@ static void *mid_kept_ticks(void *arg) {
 }
 
 TEST(a_thread_living_on_a_kept_mid_block_ticks) { CHECK(in_new_thread(mid_kept_ticks)); }
+
+/* Once a thread has shown reuse of a mid class, the slots of its current span have entries in
+ * its owned-slab table, and free's fast path keeps its blocks there (owned.h,
+ * hk_owned_admits): each such free takes 1 from the class's room, where the slow path's keep
+ * takes none. A run of frees that fills the room sends the cache home: it holds less than a
+ * full room. Only for the classes whose multiply is exact (size_class.h, hk_mul_exact). */
+static void *mid_fast(void *arg) {
+    (void)arg;
+    enum { N = 12 };
+    size_t n = 100000;
+    void *p = mid_pairs(n);
+    struct hk_slab *s = hk_slab_of((uintptr_t)p);
+    unsigned c = s->cls;
+    int entry = hk_heap_has_entry(s);
+    intptr_t before = hk_tls.heap->room[c];
+    void *q = hak_malloc(n);
+    hak_free(q);
+    intptr_t after = hk_tls.heap->room[c];
+    CHECKF(entry && q == p && after == before - 1,
+           "span's entry %d, block back %d, room %ld -> %ld", entry, q == p, (long)before,
+           (long)after);
+    int ok = entry && q == p && after == before - 1;
+    void *v[N];
+    for (int i = 0; i < N; i++) v[i] = hak_malloc(n);
+    for (int i = 0; i < N; i++) hak_free(v[i]);
+    unsigned full = hk_heap_room_full(c), held = cache_len(c);
+    CHECKF(held < full, "%u blocks cached, full room %u", held, full);
+    ok &= held < full;
+    /* A class whose multiply is not exact far from the span (size_class.h, hk_mul_exact)
+     * gets no entry: its frees take the slow path, which validates them in full. */
+    void *b = mid_pairs(300000);
+    struct hk_slab *bs = hk_slab_of((uintptr_t)b);
+    int none = !hk_mul_exact(hk_class_mul[bs->cls], bs->bsize) && !hk_heap_has_entry(bs) &&
+               hk_tls.heap->cur[bs->cls] == bs;
+    CHECKF(none, "a span of %u-byte blocks: entry %d", bs->bsize, hk_heap_has_entry(bs));
+    return (void *)(uintptr_t)(ok && none);
+}
+
+TEST(a_threads_own_mid_blocks_take_the_fast_path_after_reuse) { CHECK(in_new_thread(mid_fast)); }
 #endif
 
 /* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
@@ -1833,6 +1872,7 @@ int main(void) {
     RUN(a_thread_that_exits_gives_its_side_lists_back);
     RUN(a_mid_block_freed_is_kept_for_the_next_malloc);
     RUN(a_thread_living_on_a_kept_mid_block_ticks);
+    RUN(a_threads_own_mid_blocks_take_the_fast_path_after_reuse);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
     RUN(an_idle_cache_goes_home);

@@ -579,9 +579,9 @@ TEST(blocks_freed_here_are_reused_here) {
 /* Mid blocks too: a thread that frees another live thread's block of a class it allocates keeps
  * it for its next malloc of the class, instead of sending it to an owner that may not run for a
  * while (16 threads on 2 cores, blocks of 64 KiB to 1 MiB: 1.9 GB at the peak, 1.2 with it), as
- * many as the class's full room (the stash leaves 1 of it for free's fast path, and the malloc
- * before made up 1); the rest go to the class's transfer list. 40 KiB blocks: a room of 3
- * (HK_MID_ROOM_BYTES), so the order they come back in is seen too. */
+ * many as the stash may hold of the class (room.h, hk_stash_mid_max); the rest go to the
+ * class's transfer list. 40 KiB blocks: 3 (HK_MID_ROOM_BYTES), so the order they come back in
+ * is seen too. */
 #define MID_REUSE 4
 #define MID_SIZE (40 * 1024)
 static void *mid_given[MID_REUSE];
@@ -591,7 +591,7 @@ static void *mid_free_then_allocate(void *arg) {
     (void)arg;
     void *mine = hak_malloc(MID_SIZE); /* a current span of the class */
 #ifndef HK_HARDENED
-    mid_kept = (int)hk_heap_room_full(hk_class_of(MID_SIZE));
+    mid_kept = (int)hk_stash_mid_max(hk_class_of(MID_SIZE));
     if (mid_kept > MID_REUSE) mid_kept = MID_REUSE;
 #endif
     for (int i = 0; i < MID_REUSE; i++) hak_free(mid_given[i]);
@@ -706,7 +706,7 @@ TEST(big_small_blocks_a_thread_cannot_keep_serve_every_thread) {
 }
 
 /* A thread that frees other threads' mid blocks of a class above 64 KiB keeps none of them in
- * its stash (a room of 1, which the stash leaves alone), not 1 MiB of them, nor one: they go
+ * its stash (room.h, hk_stash_mid_max), not 1 MiB of them, nor one: they go
  * to the class's transfer list, where a third thread's mallocs find them while the freeing
  * thread lives on without allocating (what a stash holds is memory no other thread can use:
  * shared_swap_big16 ran 1.12 times as fast, and peaked 14% lower, with a room of 2 blocks of
@@ -723,7 +723,7 @@ static void *keep_free_and_wait(void *arg) {
     (void)arg;
     void *mine = hak_malloc(KEEP_SIZE); /* the thread allocates the class */
 #ifndef HK_HARDENED
-    keep_room = (int)hk_heap_room_full(hk_class_of(KEEP_SIZE));
+    keep_room = (int)hk_stash_mid_max(hk_class_of(KEEP_SIZE));
 #endif
     for (int i = 0; i < KEEP_N; i++) hak_free(keep_given[i]);
     atomic_store(&keep_freed, 1);
@@ -762,8 +762,8 @@ TEST(a_thread_keeps_no_big_mid_blocks_of_other_threads) {
 #ifdef HK_HARDENED
     CHECK(theirs == 0); /* no stash and no transfer lists: the blocks went home */
 #else
-    CHECKF(keep_room == 1, "a room of %d", keep_room);
-    CHECKF(theirs >= KEEP_N - keep_room, "%d of %d blocks from the owner's slabs", theirs, KEEP_N);
+    CHECKF(keep_room == 0, "a stash of %d", keep_room);
+    CHECKF(theirs >= KEEP_N - 1, "%d of %d blocks from the owner's slabs", theirs, KEEP_N);
 #endif
     hk_heap_flush();
     CHECKF(hk_heap_slab_live(s) == 0, "%u blocks of the first slab live", hk_heap_slab_live(s));
