@@ -2131,9 +2131,17 @@ static void hk_mid_send_home(struct hk_heap *h, uint64_t classes) {
 void hk_heap_mid_home(void) {
 #ifndef HK_HARDENED
     struct hk_heap *h = hk_tls.heap;
-    if (HK_LIKELY(h->mid_kept == 0)) return;
+    /* With the classes whose caches hold blocks free's fast path kept (owned.h,
+     * hk_owned_set_span), which mid_kept may have forgotten: large 20000 64 4096 4 42 peaked at
+     * 32.2 MiB without them, 28.3 with them (27.2 before the fast path). */
+    uint64_t m = h->mid_kept;
+    for (uint64_t r = h->mid_reuse & ~m; r; r &= r - 1) {
+        unsigned k = (unsigned)__builtin_ctzll(r);
+        if (h->free[k]) m |= (uint64_t)1 << k;
+    }
+    if (HK_LIKELY(m == 0)) return;
     hk_heap_enter(h);
-    hk_mid_send_home(h, h->mid_kept);
+    hk_mid_send_home(h, m);
     hk_heap_leave(h);
 #endif
 }

@@ -1314,6 +1314,32 @@ static void *mid_fast(void *arg) {
 }
 
 TEST(a_threads_own_mid_blocks_take_the_fast_path_after_reuse) { CHECK(in_new_thread(mid_fast)); }
+
+/* A request to the large tier sends home what free's fast path cached of a mid class, even
+ * where the class's keep mark was dropped meanwhile (a slow keep of another class found its
+ * cache empty): the blocks' spans may empty, and their SuperSlabs serve the request. */
+static void *mid_fast_home(void *arg) {
+    (void)arg;
+    size_t n = 100000;
+    void *p = mid_pairs(n);
+    unsigned c = hk_slab_of((uintptr_t)p)->cls;
+    void *a = hak_malloc(n);               /* the cache of c is empty now */
+    mid_pairs(300000);                     /* a slow keep of another class */
+    int forgot = !(hk_tls.heap->mid_kept >> c & 1);
+    hak_free(a);                           /* free's fast path caches it */
+    unsigned before = cache_len(c);
+    void *big = hak_malloc(4 << 20);
+    unsigned after = cache_len(c);
+    hak_free(big);
+    CHECKF(forgot && before == 1 && after == 0,
+           "keep mark dropped %d; cached %u before the large request, %u after", forgot, before,
+           after);
+    return (void *)(uintptr_t)(forgot && before == 1 && after == 0);
+}
+
+TEST(a_large_request_sends_home_what_free_cached_of_mid_classes) {
+    CHECK(in_new_thread(mid_fast_home));
+}
 #endif
 
 /* A cache sent home in one walk frees into every slab of the thread's that its blocks are of
@@ -1873,6 +1899,7 @@ int main(void) {
     RUN(a_mid_block_freed_is_kept_for_the_next_malloc);
     RUN(a_thread_living_on_a_kept_mid_block_ticks);
     RUN(a_threads_own_mid_blocks_take_the_fast_path_after_reuse);
+    RUN(a_large_request_sends_home_what_free_cached_of_mid_classes);
 #endif
     RUN(a_cache_walk_empties_many_slabs_at_once);
     RUN(an_idle_cache_goes_home);
