@@ -12,6 +12,8 @@
 #define HK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HK_NOINLINE __attribute__((noinline))
 #define HK_COLD __attribute__((cold, noinline))
+/* For the few small helpers a slow path's short way must not call (room.h). */
+#define HK_ALWAYS_INLINE inline __attribute__((always_inline))
 /* malloc's and free's entry points start a cache line: where the linker happens to put them
  * otherwise moved tight 32 by 5% between builds of the same code (free's 100 bytes across a
  * line at one address, within one at another, on the AMD machine of 2026-11-27). */

@@ -101,8 +101,10 @@ static inline uintptr_t hk_room_used(const struct hk_heap *h, unsigned c) {
 
 /* Gives class c a room of r: on free's counter, but for at most HK_ROOM_BEAT of it while the
  * thread's rooms beat (heap.h), the rest put aside with what malloc takes (taken[c]), for
- * hk_room_make_up. */
-static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
+ * hk_room_make_up. Always inlined, as is hk_room_make_up: hk_heap_cache_full's short way
+ * has no frame for a call (tight 4096: 62.0 -> 60.2 instructions a pair under callgrind;
+ * tight 100000: 97.2 -> 94.4). */
+static HK_ALWAYS_INLINE void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
     HK_ASSERT(c < HK_NCLASS);
     uintptr_t now = r > HK_ROOM_BEAT && h->beat_since ? HK_ROOM_BEAT : r;
     h->fused += hk_room_used(h, c); /* for hk_heap_choose_free */
@@ -114,7 +116,7 @@ static inline void hk_room_set(struct hk_heap *h, unsigned c, uintptr_t r) {
 
 /* Puts what was put aside of class c's room, and what malloc took since, back on free's
  * counter, the whole up to the full room (hk_room_set); returns the counter. */
-static inline uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
+static HK_ALWAYS_INLINE uintptr_t hk_room_make_up(struct hk_heap *h, unsigned c) {
     uintptr_t room = (uintptr_t)h->room[c] + h->taken[c], max = hk_room_full(h, c);
     hk_room_set(h, c, room < max ? room : max);
     return (uintptr_t)h->room[c];
