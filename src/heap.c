@@ -1999,14 +1999,6 @@ static inline int hk_mid_keep(struct hk_heap *h, struct hk_slab *s, unsigned c, 
     return 1;
 }
 
-/* The room of mid class c ran out on free's fast path (hk_heap_cache_full), which keeps the
- * thread's own blocks of its current span once it has shown reuse (owned.h, hk_owned_admits).
- * The cache holds a few blocks at most (room.h, HK_MID_OWN_BYTES): counted, they leave the
- * rest of the full room to free. A cache that holds the full room has taken more frees than
- * malloc took blocks, and goes home. (What malloc took since the room was set, which a small
- * class's room makes up from, would keep a room that has come down to 1, say, at 1 while
- * the thread's mallocs and frees balance: the slow path at every free.) Past
- * HK_MID_KEEP_BYTES with the blocks of the other classes, those go home (hk_mid_within). */
 /* The blocks in mid class c's cache, up to its full room `full`; a link that fails its check
  * ends the count (malloc reports it when it gets there). */
 static inline unsigned hk_mid_cached(void **head, unsigned c, unsigned full) {
@@ -2019,6 +2011,14 @@ static inline unsigned hk_mid_cached(void **head, unsigned c, unsigned full) {
     return n;
 }
 
+/* The room of mid class c ran out on free's fast path (hk_heap_cache_full), which keeps the
+ * thread's own blocks of its current span once it has shown reuse (owned.h, hk_owned_admits).
+ * The cache holds a few blocks at most (room.h, HK_MID_OWN_BYTES): counted, they leave the
+ * rest of the full room to free. A cache that holds the full room has taken more frees than
+ * malloc took blocks, and goes home. (What malloc took since the room was set, which a small
+ * class's room makes up from, would keep a room that has come down to 1, say, at 1 while
+ * the thread's mallocs and frees balance: the slow path at every free.) Past
+ * HK_MID_KEEP_BYTES with the blocks of the other classes, those go home (hk_mid_within). */
 static void hk_mid_room_out(struct hk_heap *h, unsigned c, void **head) {
     unsigned full = hk_room_full(h, c), n = hk_mid_cached(head, c, full);
     if (n >= full) {
