@@ -64,24 +64,23 @@ static uint64_t hk_max_of(const uint64_t *v, unsigned n) {
     return m;
 }
 
-/* Soft caps: grow where threads took back slabs they gave up for the cap, shrink where none
- * did for long. */
+/* Soft caps of the small classes: grow where threads took back slabs they gave up for the
+ * cap, shrink where none did for long. A mid class's cap stays 0 (hk_ace_init), round trips
+ * or not, and heap.c notes none for it: a span kept is up to 1 MiB that only its class can
+ * use, while the pool's front keeps the class's spans resident for it (a round trip is a
+ * stripe lock, no page fault) and the pool's free memory serves every class. Raised for round
+ * trips until 2026-12-01, a thread kept a span of each of the 12 classes of 80-512 KiB that
+ * large 20000 64 4096 4 42 uses, which peaked at 34.3 MiB (mimalloc 33.0) against 30.2;
+ * bench/phases at 145.6 against 135.9, 5% slower; mixed_churn with 2 threads at 108.3 against
+ * 103.2. */
 static void hk_ace_caps(const struct hk_pool_demand *d) {
-    for (unsigned c = 0; c < HK_NCLASS; c++) {
+    for (unsigned c = 0; c < HK_NSMALL; c++) {
         /* Round trips that a thread's keeping would have saved (hk_pool_retaken): where one
          * thread empties slabs and another takes them, every thread keeping more only holds
          * more. */
         uint64_t thrash = d->retaken[c] - hk_ace.last.retaken[c];
-        /* Not a mid class's: a span kept is up to 1 MiB that only its class can use, while
-         * the pool's front keeps the class's spans resident for it (a round trip is a stripe
-         * lock, no page fault) and the pool's free memory serves every class. Raised for
-         * round trips, a thread kept a span of each of the 12 classes of 80-512 KiB that
-         * large 20000 64 4096 4 42 uses, which peaked at 34.3 MiB (mimalloc 33.0) against
-         * 30.2; bench/phases at 145.6 against 135.9, 5% slower; mixed_churn with 2 threads
-         * at 108.3 against 103.2 (2026-12-01). */
-        if (c >= HK_NSMALL) thrash = 0;
         unsigned cap = hk_ace.cap[c], old = cap, max = hk_pol.cap_max[c];
-        unsigned floor = c < HK_NSMALL && max ? 1 : 0;
+        unsigned floor = max ? 1 : 0;
         const char *why = NULL;
         if (thrash >= 2) {
             hk_ace.quiet[c] = 0;

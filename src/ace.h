@@ -2,10 +2,10 @@
  *
  * Once per window (HK_ACE_WINDOW_MS), from the decay tick, it reads what the pool and the
  * large tier saw since the last window and decides:
- *   - each class's soft cap (empty slabs a thread keeps): doubled, up to HAKMEM_SOFT_CAP's
- *     bytes, when threads took back from the pool, twice or more in the window, slabs of the
- *     class they had given up for the cap (thrash: pool.h, hk_pool_retaken); halved, down to
- *     one, after a long quiet spell;
+ *   - each small class's soft cap (empty slabs a thread keeps): doubled, up to
+ *     HAKMEM_SOFT_CAP's bytes, when threads took back from the pool, twice or more in the
+ *     window, slabs of the class they had given up for the cap (thrash: pool.h,
+ *     hk_pool_retaken); halved, down to one, after a long quiet spell (a mid class's stays 0);
  *   - the pool and large budgets (free resident bytes kept regardless of age): the deepest
  *     drawdown of the free memory kept in any recent window (how much of it was taken back,
  *     not how often), at least a floor; the large budget is also

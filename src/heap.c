@@ -1593,8 +1593,9 @@ static void hk_heap_emptied(struct hk_heap *h, struct hk_slab *s) {
         hk_heap_release(s, now);
         /* Given up for the cap: if this thread takes a slab of the class from the pool soon,
          * keeping it would have saved the round trip (hk_heap_retaken). Not for a helper, and
-         * not where the threads' kept bytes stood in the way: a higher cap keeps no more. */
-        if (!under_cap && h == hk_tls.heap && (h->allocated >> c & 1)) {
+         * not where the threads' kept bytes stood in the way: a higher cap keeps no more.
+         * Not for a mid class, whose cap stays 0 (ace.c, hk_ace_caps). */
+        if (!under_cap && h == hk_tls.heap && c < HK_NSMALL && (h->allocated >> c & 1)) {
             if (now - h->gave_up_at >= HK_GAVE_UP_MS) h->gave_up = 0;
             h->gave_up |= (uint64_t)1 << c;
             h->gave_up_at = now;
