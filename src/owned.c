@@ -58,7 +58,7 @@ static uint32_t hk_owned_put(struct hk_heap *h, struct hk_slab *s) {
 #endif
     s->entered = 1;
     for (unsigned k = 0; k < s->nslots; k++) {
-        struct hk_owned *e = hk_owned_at(h, base + ((uintptr_t)k << HK_SLAB_SHIFT));
+        struct hk_owned *e = hk_owned_slot(h, s, k);
         struct hk_slab **holder = hk_owned_holder(h, e);
         if (*holder != NULL && *holder != s) lost++;
         if (h->otab != h->owned) hk_owned_wrote(h, (size_t)(holder - h->oslab));
@@ -150,10 +150,9 @@ void hk_owned_set_span(struct hk_heap *h, struct hk_slab *s) {
  * (heap.c, "Idle owners"): the one store of lim makes it admit nothing, and the rest of it may
  * stay as it was. */
 void hk_owned_clear(struct hk_heap *h, struct hk_slab *s) {
-    if (s->nslots > 1 && !s->entered) return; /* a span without entries (most) */
-    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    if (!hk_owned_may_hold(s)) return;
     for (unsigned k = 0; k < s->nslots; k++) {
-        struct hk_owned *e = hk_owned_at(h, base + ((uintptr_t)k << HK_SLAB_SHIFT));
+        struct hk_owned *e = hk_owned_slot(h, s, k);
         struct hk_slab **holder = hk_owned_holder(h, e);
         if (*holder == s) {
             __atomic_store_n(&e->lim, 0, __ATOMIC_RELAXED);

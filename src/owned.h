@@ -19,6 +19,16 @@ static inline struct hk_owned *hk_owned_entry(struct hk_heap *h, const struct hk
 static inline struct hk_slab **hk_owned_holder(struct hk_heap *h, const struct hk_owned *e) {
     return &h->oslab[e - h->otab];
 }
+/* The entry of slot k of slab s (0: its first, hk_owned_entry's). */
+static inline struct hk_owned *hk_owned_slot(struct hk_heap *h, const struct hk_slab *s,
+                                             unsigned k) {
+    return hk_owned_at(h, (uintptr_t)hk_slab_base(s) + ((uintptr_t)k << HK_SLAB_SHIFT));
+}
+/* Whether slab s may hold entries: a small slab, or a span given them (hk_owned_set_span;
+ * most spans have none). */
+static inline int hk_owned_may_hold(const struct hk_slab *s) {
+    return s->nslots == 1 || s->entered;
+}
 
 /* Whether slab s of heap h may have entries: every small slab the thread owns; a mid span only
  * while it is the thread's current span of its class and the thread has shown that it
@@ -43,7 +53,7 @@ static inline int hk_owned_admits(const struct hk_heap *h, const struct hk_slab 
  * s being current or not. */
 void hk_owned_set(struct hk_heap *h, struct hk_slab *s) HK_INTERNAL;
 /* Gives mid span s the entries of its slots, where it may have them (hk_owned_admits): at the
- * thread's first free to it that the slow path keeps (heap.c, hk_mid_admit), not when it
+ * thread's first free to it that the slow path keeps (heap.c, hk_mid_keep), not when it
  * becomes current. A span whose blocks the thread frees while it is current pays for its
  * entries (5 to 8 slots' worth); one it never does would pay for nothing (mid_churn, random
  * blocks of 40 KiB to 1 MiB: 125 instructions a span, 4% of all, when it became current). */
@@ -64,10 +74,9 @@ void hk_free_view(struct hk_heap *h) HK_INTERNAL;
 
 /* Slab s carved more: the entries it holds admit its new blocks. */
 static inline void hk_owned_carved(struct hk_heap *h, const struct hk_slab *s) {
-    if (s->nslots > 1 && !s->entered) return;
-    uintptr_t base = (uintptr_t)hk_slab_base(s);
+    if (!hk_owned_may_hold(s)) return;
     for (unsigned k = 0; k < s->nslots; k++) {
-        struct hk_owned *e = hk_owned_at(h, base + ((uintptr_t)k << HK_SLAB_SHIFT));
+        struct hk_owned *e = hk_owned_slot(h, s, k);
         if (*hk_owned_holder(h, e) == s) e->lim = s->lim * e->mul;
     }
 }
