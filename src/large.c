@@ -660,11 +660,25 @@ static HK_TLS uint8_t hk_arena_tls;    /* this thread's arena + 1; 0 before its 
 static _Atomic unsigned hk_arena_threads[HK_LARGE_ARENAS_MAX];
 static struct hk_exit_key hk_arena_key; /* unbinds a thread as it exits */
 
+/* Arenas by default: one per CPU the process may run on, where it may run on more than two;
+ * else one. The split's price does not depend on the CPUs: each arena keeps free memory of its
+ * own for its threads' ups and downs, and cuts untouched pages while another's freed ones wait,
+ * so two heaps fault in more and peak higher than one. What it buys does: the waits for one
+ * lock, which grow with the threads that run at once. On two CPUs a wait is one short section
+ * of the other thread's (the lock spins before it sleeps, lock.h), and one arena was the faster
+ * and the leaner on every threaded program with large blocks (2 CPUs, 5-7 interleaved runs:
+ * large_swap with 2 threads 3.6e5 steps a second against 3.3e5, peak RSS 209 MiB against 225;
+ * with 16 threads 2.2e5 against 1.9e5, 192 MiB against 225; mixed_churn with 2 threads and big
+ * blocks alone 1.25e4 against 1.05e4, 2,476 MiB against 2,827). On 16 CPUs 16 threads gained
+ * nothing from 8 to 16 threads with 8 arenas: there they need one each (docs/BENCHMARKS.md). */
+#define HK_ARENA_MIN_CPUS 3
+
 void hk_large_init(unsigned n) {
     if (n == 0) {
-        /* One per CPU this process may run on (no allocation: the set is on the stack). */
+        /* (no allocation: the set is on the stack) */
         cpu_set_t set;
         n = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+        if (n < HK_ARENA_MIN_CPUS) n = 1;
     }
     hk_narenas = n < 1 ? 1 : n > HK_LARGE_ARENAS_MAX ? HK_LARGE_ARENAS_MAX : n;
 }

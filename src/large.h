@@ -34,7 +34,8 @@
  * pages to new address space with mremap, copying nothing.
  *
  * The tier is split into arenas, each such a page heap under a lock of its own (system calls
- * run outside it), so threads that allocate big blocks at once do not queue on one mutex.
+ * run outside it), so threads that allocate big blocks at once do not queue on one mutex
+ * (one per CPU; one in all on two CPUs or fewer, where the split costs more than the waits).
  * Every thread starts in the first arena; one whose requests keep finding the lock of its
  * arena held moves to the arena with the fewest threads (hk_large_arena_move), so threads
  * whose requests meet spread out and the others share one heap; a block goes
@@ -50,8 +51,9 @@
 
 #include "common.h"
 
-/* Sets the number of arenas (0: one per CPU the process may run on; at most
- * HK_LARGE_ARENAS_MAX, config.h). Called once, at start-up, before any block is made. */
+/* Sets the number of arenas (0: one per CPU the process may run on where that is more than
+ * two, else one; at most HK_LARGE_ARENAS_MAX, config.h). Called once, at start-up, before any
+ * block is made. */
 void hk_large_init(unsigned n) HK_INTERNAL;
 
 /* hk_large_alloc's flags. */

@@ -73,3 +73,17 @@ else echo "FAIL: config an unknown HAKMEM_ name warns (stderr: $out)"; fi
 out=$(run HAKMEM_ACE=0 HAKMEM_SOFT_CAP=3 HAKMEM_ON_ERROR=warn HAKMEM_PURGE_DELAY_MS=)
 if [ -z "$out" ]; then echo "PASS: config valid and empty settings print nothing"
 else echo "FAIL: config valid and empty settings print nothing (stderr: $out)"; fi
+
+# HAKMEM_LARGE_ARENAS=0: one large arena per CPU the process may run on where that is more
+# than two (at most 64), else one (src/large.c says why).
+arenas() { # arenas CPUS: the arenas a process on those CPUs (taskset's list) starts with
+    taskset -c "$1" env HAKMEM_STATS=1 LD_PRELOAD="$lib" "$probe" 2>&1 >/dev/null |
+        sed -n 's/^  large: \([0-9]*\) arenas.*/\1/p'
+}
+cpus=$(nproc)
+all=$((cpus > 2 ? (cpus > 64 ? 64 : cpus) : 1))
+one=$(arenas 0); every=$(arenas "0-$((cpus - 1))")
+two=1; [ "$cpus" -ge 2 ] && two=$(arenas 0-1)
+if [ "$one" = 1 ] && [ "$two" = 1 ] && [ "$every" = "$all" ]; then
+    echo "PASS: config the large arenas follow the CPUs (1 CPU: 1, 2: 1, $cpus: $all)"
+else echo "FAIL: config the large arenas follow the CPUs (1 CPU: $one, 2: $two, $cpus: $every; want 1, 1, $all)"; fi

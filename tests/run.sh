@@ -70,12 +70,15 @@ run "test_api through LD_PRELOAD (hardened)" env LD_PRELOAD="$PWD/build/hardened
     build/tests/test_api_preload
 run "start-up without pthread keys" timeout 60 env LD_PRELOAD="$PWD/build/libhakmem.so" build/tests/test_no_keys
 run "loaded at run time (dlopen)" build/tests/test_dlopen "$PWD/build/libhakmem.so"
-run "stress, 10 s (make stress runs it longer)" build/tests/stress 10 4
+# Several large arenas, as a machine of more than two CPUs has by default (one on two CPUs or
+# fewer, and in the run below that asks for one).
+run "stress, 10 s, 4 large arenas (make stress runs it longer)" \
+    env HAKMEM_LARGE_ARENAS=4 build/tests/stress 10 4
 # More threads than cores by far: idle owners' slabs are let go, and past 32 threads first
 # blocks come from shared slabs.
 run "stress, 10 s, 48 threads" build/tests/stress 10 48
-# One large arena for every thread, as HAKMEM_LARGE_ARENAS=1 and a process on one CPU have:
-# every other run here has several, and an allocation there once went on without the lock.
+# One large arena for every thread, as HAKMEM_LARGE_ARENAS=1 and a process on two CPUs or
+# fewer have: an allocation there once went on without the lock.
 run "stress, 10 s, 4 threads, one large arena (HAKMEM_LARGE_ARENAS=1)" \
     env HAKMEM_LARGE_ARENAS=1 build/tests/stress 10 4
 # Pages released at once and no empty slab kept: every slab that empties goes to the pool and
