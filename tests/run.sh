@@ -46,6 +46,7 @@ lifecycle() { # lifecycle FLAVOUR: every mode of test_lifecycle in that build
     run "test_lifecycle fixed${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_SOFT_CAP=2 \
         HAKMEM_PURGE_DELAY_MS=200 HAKMEM_UNMAP_DELAY_MS=400 $bin fixed
     run "test_lifecycle ace${1:+ ($1)}" env HAKMEM_ACE=1 $bin ace
+    run "test_lifecycle cache${1:+ ($1)}" env HAKMEM_ACE=1 $bin cache
     echo 1000000000 > "$cgdir/memory.max"
     echo 100000000 > "$cgdir/memory.current"
     run "test_lifecycle cgroup${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_CGROUP="$cgdir" $bin cgroup
