@@ -669,8 +669,8 @@ static struct hk_exit_key hk_arena_key; /* unbinds a thread as it exits */
  * and the leaner on every threaded program with large blocks (2 CPUs, 5-7 interleaved runs:
  * large_swap with 2 threads 3.6e5 steps a second against 3.3e5, peak RSS 209 MiB against 225;
  * with 16 threads 2.2e5 against 1.9e5, 192 MiB against 225; mixed_churn with 2 threads and big
- * blocks alone 1.25e4 against 1.05e4, 2,476 MiB against 2,827). On 16 CPUs 16 threads gained
- * nothing from 8 to 16 threads with 8 arenas: there they need one each (docs/BENCHMARKS.md). */
+ * blocks alone 1.25e4 against 1.05e4, 2,476 MiB against 2,827). On 16 CPUs large_swap gained
+ * nothing from 8 threads to 16 with 8 arenas: there each needs one (docs/BENCHMARKS.md). */
 #define HK_ARENA_MIN_CPUS 3
 
 void hk_large_init(unsigned n) {

@@ -80,10 +80,12 @@ arenas() { # arenas CPUS: the arenas a process on those CPUs (taskset's list) st
     taskset -c "$1" env HAKMEM_STATS=1 LD_PRELOAD="$lib" "$probe" 2>&1 >/dev/null |
         sed -n 's/^  large: \([0-9]*\) arenas.*/\1/p'
 }
-cpus=$(nproc)
+mine=$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))') # the CPUs allowed
+set -- $mine
+cpus=$#
 all=$((cpus > 2 ? (cpus > 64 ? 64 : cpus) : 1))
-one=$(arenas 0); every=$(arenas "0-$((cpus - 1))")
-two=1; [ "$cpus" -ge 2 ] && two=$(arenas 0-1)
+one=$(arenas "$1"); every=$(arenas "$(printf '%s\n' "$mine" | tr ' ' ,)")
+two=1; [ "$cpus" -ge 2 ] && two=$(arenas "$1,$2")
 if [ "$one" = 1 ] && [ "$two" = 1 ] && [ "$every" = "$all" ]; then
     echo "PASS: config the large arenas follow the CPUs (1 CPU: 1, 2: 1, $cpus: $all)"
 else echo "FAIL: config the large arenas follow the CPUs (1 CPU: $one, 2: $two, $cpus: $every; want 1, 1, $all)"; fi
