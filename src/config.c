@@ -55,7 +55,7 @@ static const struct hk_var hk_vars[] = {
     {"HAKMEM_LARGE_CACHE_MB", HK_VAR_UINT, &hk_cfg.large_cache_mb, 1u << 24, NULL,
      "most free large-tier memory kept resident (MiB)"},
     {"HAKMEM_LARGE_ARENAS", HK_VAR_UINT, &hk_cfg.large_arenas, HK_LARGE_ARENAS_MAX, NULL,
-     "large-tier arenas, each under its own lock (0: one per CPU, at most 64)"},
+     "large-tier arenas, each under its own lock (0: one per CPU, at most 64; one on 2 CPUs or fewer)"},
     {"HAKMEM_SOFT_CAP", HK_VAR_UINT, &hk_cfg.soft_cap, 1024, NULL,
      "most empty 64 KiB slabs a thread keeps per class"},
     {"HAKMEM_SHARED_BLOCKS", HK_VAR_UINT, &hk_cfg.shared_blocks, 64, NULL,

@@ -10,7 +10,7 @@ struct hk_config {
     unsigned unmap_delay_ms; /* HAKMEM_UNMAP_DELAY_MS: idle time before free mappings go */
     unsigned ss_cache;       /* HAKMEM_SS_CACHE: most empty SuperSlabs kept mapped */
     unsigned large_cache_mb; /* HAKMEM_LARGE_CACHE_MB: most free large memory kept resident */
-    unsigned large_arenas;   /* HAKMEM_LARGE_ARENAS: large-tier arenas (0: one per CPU) */
+    unsigned large_arenas;   /* HAKMEM_LARGE_ARENAS: large-tier arenas (0: by the CPUs, large.c) */
     unsigned soft_cap;       /* HAKMEM_SOFT_CAP: most empty 64 KiB slabs a thread keeps per class */
     unsigned shared_blocks;  /* HAKMEM_SHARED_BLOCKS: a thread's first blocks of a small class
                               * that come from the class's shared slab (orphan.h) */
@@ -29,7 +29,7 @@ enum { HK_ON_ERROR_ABORT, HK_ON_ERROR_WARN };
 enum { HK_STATS_OFF, HK_STATS_TEXT, HK_STATS_JSON };
 
 /* Most arenas the large tier splits into (HAKMEM_LARGE_ARENAS; by default one per CPU up to
- * this). A thread takes its large blocks from one arena; with 8 at most, 16 threads on 16
+ * this, where there are more than two CPUs). A thread takes its large blocks from one arena; with 8 at most, 16 threads on 16
  * cores shared each arena's lock two by two. */
 #define HK_LARGE_ARENAS_MAX 64
 
