@@ -33,7 +33,7 @@
  * threads (16..1,024-byte blocks, freed by each other) ran at 0.93; from 5 KiB on, 16 threads
  * sharing blocks of mostly 16..128 bytes and a quarter of 129..2,048 (shared_swap) peaked at
  * 82 MiB against 72. */
-#define HK_XFER_FIRST 20u
+#define HK_XFER_FIRST 21u
 #define HK_XFER_BATCH 8u  /* most small blocks a batch brings */
 #define HK_XFER_TAKE_SMALL 4u /* most blocks a refill of a small class takes */
 /* Most bytes a class's list holds (at least 2 blocks): a mid class's, a small class's. */

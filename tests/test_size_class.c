@@ -1,6 +1,7 @@
-/* Size classes: 16-byte spacing up to 128 bytes, less than 25% waste above, the two tables
- * (small and mid) and the class sizes agreeing for every request size up to the mid tier's
- * top, and mid-class spans filled by whole blocks. */
+/* Size classes: 16-byte spacing up to 128 bytes, less than 25% waste above (above 4 KiB, by
+ * what a block costs of its slot), the two tables (small and mid) and the class sizes
+ * agreeing for every request size up to the mid tier's top, and mid-class spans filled by
+ * whole blocks. */
 #include "check.h"
 #include "size_class.h"
 #include "superslab.h"
@@ -9,10 +10,50 @@ TEST(spacing_16_at_the_bottom) {
     for (unsigned c = 0; c < 8; c++) CHECK(hk_class_size[c] == 16 * (c + 1));
 }
 
+/* Up to 4 KiB, and in the mid tier, by the block's size. */
 TEST(waste_below_25_percent_above_128) {
     for (size_t n = 129; n <= HK_MID_MAX; n++) {
+        if (n > 4096 && n <= HK_SMALL_MAX) continue; /* below */
         size_t bs = hk_class_size[hk_class_of(n)];
         CHECKF((bs - n) * 4 < n, "n=%zu block=%zu", n, bs);
+    }
+}
+
+/* What a small request costs: its block's share of the 64 KiB slot. */
+static size_t slot_share(size_t n) {
+    size_t per = HK_SLAB_SIZE / hk_class_size[hk_class_of(n)];
+    return HK_SLAB_SIZE / per;
+}
+
+/* Above 4 KiB a slot holds 15 blocks or fewer, and each class is the largest size (a multiple
+ * of 16) that holds its number: a smaller one would make the requests just above it pay a
+ * block a slot more. */
+TEST(classes_above_4k_are_the_largest_for_their_blocks_a_slot) {
+    for (unsigned c = 0; c < HK_NSMALL; c++) {
+        size_t bs = hk_class_size[c], per = HK_SLAB_SIZE / bs;
+        if (bs <= 4096) continue;
+        CHECKF((HK_SLAB_SIZE / per & ~(size_t)15) == bs, "class %u: %zu bytes, %zu a slot", c,
+               bs, per);
+    }
+}
+
+/* Above 4 KiB a request costs less than a quarter more than it asks, or as little as any
+ * class could make it cost: its class holds as many blocks a slot as the request does. */
+TEST(requests_above_4k_pay_under_a_quarter_or_the_least_a_slot_allows) {
+    for (size_t n = 4097; n <= HK_SMALL_MAX; n++) {
+        size_t share = slot_share(n), fits = HK_SLAB_SIZE / ((n + 15) & ~(size_t)15);
+        CHECKF((share - n) * 4 < n || HK_SLAB_SIZE / share == fits, "n=%zu share=%zu", n, share);
+    }
+}
+
+/* Programs put headers on powers of two: SQLite's page cache asks for 1,032, 4,104 and 4,368
+ * bytes (a 1 KiB and a 4 KiB page and their headers). Blocks of 1,280 and 5,120 bytes cost
+ * them a quarter more. */
+TEST(a_header_on_1k_or_4k_costs_under_an_eighth) {
+    static const size_t asks[] = {1032, 1040, 1088, 4104, 4112, 4368};
+    for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
+        size_t n = asks[i], share = slot_share(n);
+        CHECKF((share - n) * 8 < n, "n=%zu share=%zu", n, share);
     }
 }
 
@@ -170,6 +211,9 @@ int main(void) {
     TEST_MAIN_BEGIN("size_class");
     RUN(spacing_16_at_the_bottom);
     RUN(waste_below_25_percent_above_128);
+    RUN(classes_above_4k_are_the_largest_for_their_blocks_a_slot);
+    RUN(requests_above_4k_pay_under_a_quarter_or_the_least_a_slot_allows);
+    RUN(a_header_on_1k_or_4k_costs_under_an_eighth);
     RUN(waste_below_an_eighth_above_512k);
     RUN(smallest_fitting_class);
     RUN(class_sizes_increase_and_keep_alignment);

@@ -569,8 +569,11 @@ TEST(blocks_freed_here_are_reused_here) {
     CHECKF(next_ok == NREUSE, "%d of %d blocks handed out next", next_ok, NREUSE);
 #endif
     /* Whether they came back through the stash or not, the owner's count is exact once it
-     * applies its inbox (a refill of a class not used before). */
-    void *x = hak_malloc(30000);
+     * applies its inbox (a refill: of a class whose cache is empty, which earlier tests may
+     * have filled for any class). */
+    unsigned c = HK_NSMALL;
+    while (c-- > 1 && hk_tls.heap->free[c] != NULL) continue;
+    void *x = hak_malloc(hk_class_size[c]);
     live_after = hk_heap_slab_live(s);
     CHECKF(live_after + NREUSE <= before, "live %u, %u before", live_after, before);
     hak_free(x);
@@ -1448,6 +1451,28 @@ TEST(a_spent_shared_slab_serves_as_shared_again_not_as_a_threads_own) {
            own, shared_there);
     CHECK(sh_finish(t, n));
     hk_heap_flush();
+}
+
+/* Shared slabs of the classes above 1 KiB, whose sizes are not all multiples of a cache line
+ * (21,840 bytes: 3 to a slab): a thread's first block of one is one block of the shared slab.
+ * Runs of the blocks that fill whole lines, 4 of 21,840 bytes, never fitted a slab, and the
+ * late threads' mallocs took slab after slab without end. */
+TEST(big_classes_share_a_block_at_a_time) {
+    static const size_t sizes[] = {1088, 4368, 9360, 13104, 21840, 32768};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        pthread_t t[SH_THREADS];
+        int n;
+        if (!sh_start_all(t, sizes[k], &n)) return;
+        for (int i = SH_THREADS - SH_LATE; i < SH_THREADS; i++) {
+            struct hk_slab *s = hk_slab_of((uintptr_t)sh_block[i]);
+            CHECKF(atomic_load(&s->owner) == NULL && s->bsize == sizes[k],
+                   "%zu bytes: thread %d's block is in a slab of owner %p, %u-byte blocks",
+                   sizes[k], i, (void *)atomic_load(&s->owner), s->bsize);
+        }
+        CHECK(sh_finish(t, n));
+        hk_heap_give_up_all();
+        hk_heap_flush();
+    }
 }
 
 /* A thread that allocates more of a class than its shared blocks, then exits; and one that
@@ -2834,6 +2859,7 @@ int main(void) {
     RUN(many_threads_take_their_first_blocks_from_a_shared_slab);
     RUN(a_shared_slab_carved_to_its_end_is_an_orphan_like_any_other);
     RUN(a_spent_shared_slab_serves_as_shared_again_not_as_a_threads_own);
+    RUN(big_classes_share_a_block_at_a_time);
     RUN(a_thread_after_one_that_outgrew_its_shared_blocks_takes_none);
     RUN(a_shared_block_freed_by_a_thread_that_waits_serves_the_next_thread);
 #endif
