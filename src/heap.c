@@ -825,9 +825,10 @@ static void hk_heap_torn_walk(struct hk_heap *h, unsigned c) {
  * - A helper (see "Idle owners") lets no slab with a slot go, and gives back the slot of a
  *   slab it empties: such a slab has no block on its side list, and no free of the owner's
  *   can push one (every block of it is free).
- * Other frees of such a slab (other threads', walks of the cache) go to its free list and
- * its used as before, and leave the side list's count as it was, which then does not reach
- * 0: the slab empties when its slot is given back. */
+ * The thread's own frees of such a slab on a slow path (another slab held its table entry)
+ * go onto the side list too (hk_side_free). Other frees of it (other threads', walks of the
+ * cache) go to its free list and its used as before, and leave the side list's count as it
+ * was, which then does not reach 0: the slab empties when its slot is given back. */
 #define HK_SIDE_MIN 2
 
 int hk_side_off;
@@ -1025,6 +1026,24 @@ static void hk_side_full(struct hk_heap *h, void **head) {
         while (!hk_side_walk_step(&w)) {}
     HK_ASSERT(s->used == 0);
     hk_side_settle(h, s);
+}
+
+/* The thread's own free of block p of slab s, which has a side list, on a slow path: the
+ * slab's table entry was another slab's, or free by none (a slab whose entry went with the
+ * last one to empty). Onto the side list, as free's fast path would have pushed it, and the
+ * entry is the slab's from now on, so that its next frees take the fast path. Sent to the
+ * slab's own list as before, one block a slab left the list's count above 0 for good, and
+ * the slab, every other block of it on the list, did not empty until the class was
+ * allocated again: phases (arrays and then small objects, in turn) held 22 MiB of such slabs
+ * through each round of arrays. */
+static void hk_side_free(struct hk_heap *h, struct hk_slab *s, void *p) {
+    unsigned i = s->side - 1u;
+    void **head = hk_side_head(h->side, i);
+    if (*hk_owned_holder(h, hk_owned_entry(h, s)) != s) hk_owned_set(h, s);
+    hk_link_set(p, *head);
+    hk_mark_as(p, hk_free_mark());
+    *head = p;
+    if (--*hk_side_left(h->side, i) == 0) hk_side_full(h, head);
 }
 #endif
 
@@ -2125,6 +2144,12 @@ static void hk_heap_count_free(struct hk_heap *h, unsigned c, int remote);
  * helper that made the slab partial left the table alone). */
 static inline __attribute__((always_inline)) void hk_free_mine(struct hk_heap *h, struct hk_slab *s,
                                                                unsigned c, void *p) {
+#ifndef HK_HARDENED
+    if (HK_UNLIKELY(s->side)) {
+        hk_side_free(h, s, p);
+        return;
+    }
+#endif
     if (s->list != HK_LIST_FULL && c < HK_NSMALL) {
         struct hk_owned *e = hk_owned_entry(h, s);
         if (e->lim == 0) {

@@ -1120,8 +1120,11 @@ TEST(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again) {
     CHECK(in_new_thread(side_reuse));
 }
 
-static void *side_empties(void *arg) {
-    (void)arg;
+/* Frees side_fill's blocks in the scattered order; after lose of them (none with -1), every
+ * slab with a side list loses its table entry, as to a slab that took it (the thread's slabs
+ * outnumber the table's entries). Whether each slab is no longer in use right after the free
+ * of its last block. */
+static int side_empty_at_last(int lose) {
     side_fill();
     unsigned c = side_sl[0]->cls;
     /* Each slab's live blocks, counted down as they are freed. */
@@ -1132,16 +1135,22 @@ static void *side_empties(void *arg) {
         int j = 0;
         while (j < ns && sl[j] != side_sl[i]) j++;
         if (j == ns) {
-            if (ns == SLABS_MAX) return NULL;
+            if (ns == SLABS_MAX) return 0;
             sl[ns] = side_sl[i], live[ns++] = 0;
         }
         live[j]++;
     }
     /* Freed in the scattered order: a slab that is not current is no longer in use right
      * after the free of its last block (a cache would keep it until its next walk home). */
-    int late = 0, emptied = 0;
+    int late = 0, emptied = 0, lost = 0;
     unsigned k = 0;
     for (int n = 0; n < SIDE_N; n++) {
+        if (n == lose)
+            for (int j = 0; j < ns; j++)
+                if (sl[j]->side && live[j] > 0) {
+                    hk_owned_clear(hk_tls.heap, sl[j]);
+                    lost++;
+                }
         k = (k + SIDE_STEP) % SIDE_N;
         hak_free(side_p[k]);
         int j = 0;
@@ -1152,13 +1161,31 @@ static void *side_empties(void *arg) {
         late += s->cls == c && s->state == HK_SLOT_ACTIVE && s->list != HK_LIST_RETAINED &&
                 hk_tls.heap->cur[c] != s;
     }
-    if ((late && !hk_counting) || emptied != ns) {
-        fprintf(stderr, "  %d of %d slabs still in use after their last free\n", late, emptied);
-        return NULL;
+    if ((late && !hk_counting) || emptied != ns || (lose >= 0 && !lost && !hk_counting)) {
+        fprintf(stderr, "  %d of %d slabs still in use after their last free (%d lost entries)\n",
+                late, emptied, lost);
+        return 0;
     }
-    return (void *)1;
+    return 1;
+}
+static void *side_empties(void *arg) {
+    (void)arg;
+    return (void *)(intptr_t)side_empty_at_last(-1);
 }
 TEST(a_slab_on_a_side_list_empties_at_its_last_free) { CHECK(in_new_thread(side_empties)); }
+
+/* A free of a slab with a side list whose table entry another slab holds takes the slow path:
+ * the block goes onto the side list all the same, and the slab takes the entry back. Sent to
+ * the slab's own list, it left the list's count above 0, and the slab, its other blocks all
+ * on the list, stayed in use until the class was allocated again. After a room's worth of
+ * frees (the class torn down, its slabs with side lists), every slab's entry is lost. */
+static void *side_entry_lost(void *arg) {
+    (void)arg;
+    return (void *)(intptr_t)side_empty_at_last(2 * (int)(HK_ROOM_BYTES / 64));
+}
+TEST(a_slab_on_a_side_list_empties_when_its_table_entry_was_lost) {
+    CHECK(in_new_thread(side_entry_lost));
+}
 
 /* A thread that exits with blocks on side lists gives them back: once another thread has freed
  * the rest, every slab goes back. */
@@ -1895,6 +1922,7 @@ int main(void) {
     RUN(a_room_grows_for_waves_longer_than_it);
     RUN(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again);
     RUN(a_slab_on_a_side_list_empties_at_its_last_free);
+    RUN(a_slab_on_a_side_list_empties_when_its_table_entry_was_lost);
     RUN(a_thread_that_exits_gives_its_side_lists_back);
     RUN(a_mid_block_freed_is_kept_for_the_next_malloc);
     RUN(a_thread_living_on_a_kept_mid_block_ticks);
