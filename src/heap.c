@@ -1029,13 +1029,12 @@ static void hk_side_full(struct hk_heap *h, void **head) {
 }
 
 /* The thread's own free of block p of slab s, which has a side list, on a slow path: the
- * slab's table entry was another slab's, or free by none (a slab whose entry went with the
- * last one to empty). Onto the side list, as free's fast path would have pushed it, and the
- * entry is the slab's from now on, so that its next frees take the fast path. Sent to the
- * slab's own list as before, one block a slab left the list's count above 0 for good, and
- * the slab, every other block of it on the list, did not empty until the class was
- * allocated again: phases (arrays and then small objects, in turn) held 22 MiB of such slabs
- * through each round of arrays. */
+ * slab's table entry was held by another slab, or by none (the slab that held it emptied).
+ * Onto the side list, as free's fast path would have pushed it, and the entry is the slab's
+ * from now on, so that its next frees take the fast path. Sent to the slab's own list as
+ * before, one block a slab left the list's count above 0 for good, and the slab, every other
+ * block of it on the list, did not empty until the class was allocated again: phases (arrays
+ * and then small objects, in turn) held 22 MiB of such slabs through each round of arrays. */
 static void hk_side_free(struct hk_heap *h, struct hk_slab *s, void *p) {
     unsigned i = s->side - 1u;
     void **head = hk_side_head(h->side, i);
