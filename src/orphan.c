@@ -261,14 +261,15 @@ void *hk_orphan_free_lists(void *lists[HK_NSMALL], uint64_t mask) {
  * the fewest blocks that fill whole cache lines (4 blocks of 48 bytes, 2 of 160, 1 of 64), so
  * that no two threads write to one line through blocks of their own (a thread's object it
  * updates all the time, beside another's, would bounce between their cores); from 1 KiB on
- * one block, which shares at most its first and last lines of dozens (blocks of 21,840 bytes,
- * 3 to a slab, would otherwise come 4 at a time, more than a slab holds). Runs are carved
- * in order, and a slab whose blocks have all come back is carved again from its start. Blocks
- * freed back are handed out again one by one where a block is a run (its lines are its own):
- * else many threads that each take a few blocks, free them and then wait would each leave
- * their blocks' memory unused behind them (crowd ... 0, a thousand threads that free their
- * blocks and wait: 21.8 KiB a thread before, 15.2 now, glibc 11.3; their frees come home at
- * once, heap.c, hk_was_shared). Smaller ones are not, which would break the lines up. */
+ * one block, which shares at most its first and last lines of dozens (blocks of 4,368 bytes,
+ * a multiple of 16, would otherwise come 4 at a time, 13 KiB more than the thread asked for).
+ * Runs are carved in order, and a slab whose blocks have all come back is carved again from
+ * its start. Blocks freed back are handed out again one by one where a block is a run (its
+ * lines are its own): else many threads that each take a few blocks, free them and then wait
+ * would each leave their blocks' memory unused behind them (crowd ... 0, a thousand threads
+ * that free their blocks and wait: 21.8 KiB a thread before, 15.2 now, glibc 11.3; their
+ * frees come home at once, heap.c, hk_was_shared). Smaller ones are not, which would break
+ * the lines up. */
 static void *hk_orphan_share_run(struct hk_slab *s, uint32_t *n) {
     uint32_t bs = s->bsize, low = bs & (0u - bs), r = low >= 64 || bs >= 1024 ? 1 : 64 / low;
     if (s->used == 0 && s->carved) hk_slab_uncarve(s);

@@ -2,22 +2,27 @@
  *
  * 16-byte spacing from 16 to 128 bytes, then four classes per doubling (each a quarter of the
  * power of two apart) up to 4 KiB, with one more at 1,088 bytes; above 4 KiB, where a 64 KiB
- * slot holds 15 blocks or fewer, the largest size (a multiple of 16) for each of 15, 12, 10,
- * 9, 8, 7, 6, 5, 4, 3 and 2 blocks a slot; mid classes (above 32 KiB) four per doubling up to
- * 512 KiB, then eight (64 KiB apart) up to 1 MiB. A request above 128 bytes wastes less than
- * 25% of its block (above 512 KiB less than 12.5%), but from 4 to 32 KiB, where what it costs
- * is its block's share of the slot (64 KiB over the blocks it holds): there less than 25%
- * more than it asks, or the least any block could cost it (21,841 bytes: half a slot). Every
- * class size is a multiple of 16, so every block is 16-byte aligned.
+ * slot holds 15 blocks or fewer, the largest multiple of 64 bytes for each of 12, 10, 9, 8,
+ * 7, 6, 5, 4, 3 and 2 blocks a slot, and for 15 the largest multiple of 16, 4,368 bytes; mid
+ * classes (above 32 KiB) four per doubling up to 512 KiB, then eight (64 KiB apart) up to
+ * 1 MiB. A request above 128 bytes wastes less than 25% of its block (above 512 KiB less than
+ * 12.5%), but from 4 to 32 KiB, where what it costs is its block's share of the slot (64 KiB
+ * over the blocks it holds): there less than 25% more than it asks, or the least a block of a
+ * multiple of 64 could cost it (21,825 bytes: half a slot). Every class size is a multiple of
+ * 16, so every block is 16-byte aligned; from 4 KiB on but at 4,368, of 64 bytes, so that a
+ * block asked aligned to a cache line comes from the class of one not aligned (aligned
+ * blocks come from the first class that is a multiple of the alignment: with 16, 4,200 bytes
+ * aligned to 64 took 8 KiB).
  *
  * Classes of 5,120, 6,144, 7,168, 10,240, 12,288 and 20,480 bytes were smaller than their
- * number of blocks a slot allows (5,456 bytes fit 12 times as 5,120 do), so the requests
+ * number of blocks a slot allows (5,440 bytes fit 12 times as 5,120 do), so the requests
  * between paid for one block a slot fewer; 14,336, 24,576 and 28,672 held no more blocks than
  * the next class up (4, 2 and 2). And programs put headers on powers of two: SQLite's page
  * cache asks for 1,032, 4,104 and 4,368 bytes, which took blocks of 1,280 and 5,120 bytes,
- * a quarter more (bench/programs sqlite_rows: peak RSS 105 MiB, 91 now, glibc 87). The three
- * slots freed became 1,088 bytes (60 blocks a slot where 1,280 holds 51), 4,368 (15 where
- * 5,120 held 12) and 9,360 (7 where 10,240 held 6).
+ * a quarter more (bench/programs sqlite_rows: peak RSS 105 MiB, 91 now, glibc 87; 101 with
+ * 4,352 for 15 a slot, a multiple of 64). The three slots freed became 1,088 bytes (60 blocks
+ * a slot where 1,280 holds 51), 4,368 (15 where 5,120 held 12) and 9,344 (7 where 10,240
+ * held 6).
  *
  * Small classes (up to 32 KiB) are served from slabs of one 64 KiB slot. Mid classes (40 KiB
  * to 1 MiB) are served from spans: runs of 5 to 16 contiguous slots of a SuperSlab, sized so
@@ -61,16 +66,16 @@
     HK_X16(22) HK_X16(23) HK_X16(24)                                /* ..2 KiB */           \
     HK_X32(25) HK_X32(26) HK_X32(27) HK_X32(28)                     /* ..4 KiB */           \
     HK_X16(29) 29,                                                  /* ..4368 */            \
-    HK_X64(30) HK_X4(30)                                            /* ..5456 */            \
-    HK_X64(31) HK_X4(31)                                            /* ..6544 */            \
-    HK_X32(32) HK_X8(32) HK_X4(32) 32, 32,                          /* ..7280 */            \
-    HK_X32(33) HK_X16(33) HK_X8(33) 33,                             /* ..8 KiB */           \
-    HK_X64(34) HK_X8(34) 34,                                        /* ..9360 */            \
-    HK_X64(35) HK_X32(35) 35,                                       /* ..10912 */           \
-    HK_X128(36) HK_X8(36) 36,                                       /* ..13104 */           \
-    HK_X128(37) HK_X64(37) HK_X8(37) HK_X4(37) 37,                  /* ..16 KiB */          \
-    HK_X256(38) HK_X64(38) HK_X16(38) HK_X4(38) 38,                 /* ..21840 */           \
-    HK_X512(39) HK_X128(39) HK_X32(39) HK_X8(39) 39, 39, 39,        /* ..32 KiB */
+    HK_X64(30) 30, 30, 30,                                          /* ..5440 */            \
+    HK_X64(31) HK_X4(31)                                            /* ..6528 */            \
+    HK_X32(32) HK_X8(32) HK_X4(32)                                  /* ..7232 */            \
+    HK_X32(33) HK_X16(33) HK_X8(33) HK_X4(33)                       /* ..8 KiB */           \
+    HK_X64(34) HK_X8(34)                                            /* ..9344 */            \
+    HK_X64(35) HK_X32(35)                                           /* ..10880 */           \
+    HK_X128(36) HK_X8(36)                                           /* ..13056 */           \
+    HK_X128(37) HK_X64(37) HK_X16(37)                               /* ..16 KiB */          \
+    HK_X256(38) HK_X64(38) HK_X16(38) HK_X4(38)                     /* ..21824 */           \
+    HK_X512(39) HK_X128(39) HK_X32(39) HK_X8(39) HK_X4(39)          /* ..32 KiB */
 
 /* The class sizes, small then mid, as X-macro lists: the size table, the block-start
  * divisors and multipliers, and the rooms (heap.c) come from them. */
@@ -78,8 +83,8 @@
     X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128)                  /* 0..7: 16 apart */    \
     X(160) X(192) X(224) X(256) X(320) X(384) X(448) X(512)            /* 8..15 */             \
     X(640) X(768) X(896) X(1024) X(1088) X(1280) X(1536) X(1792)       /* 16..23 */            \
-    X(2048) X(2560) X(3072) X(3584) X(4096) X(4368) X(5456) X(6544)    /* 24..31 */            \
-    X(7280) X(8192) X(9360) X(10912) X(13104) X(16384) X(21840) X(32768) /* 32..39 */
+    X(2048) X(2560) X(3072) X(3584) X(4096) X(4368) X(5440) X(6528)    /* 24..31 */            \
+    X(7232) X(8192) X(9344) X(10880) X(13056) X(16384) X(21824) X(32768) /* 32..39 */
 #define HK_MID_SIZES(X)                                                                        \
     X(40960) X(49152) X(57344) X(65536) X(81920) X(98304) X(114688) X(131072) /* 40..47 */     \
     X(163840) X(196608) X(229376) X(262144) X(327680) X(393216) X(458752) X(524288)           \

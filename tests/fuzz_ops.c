@@ -231,9 +231,9 @@ static int fits_budget(unsigned i, size_t n) {
 
 /* README.md: up to 1 MiB, usable sizes are at most 25% above the request beyond 128 bytes
  * (classes 16 apart below), from 4 to 32 KiB the largest block of as many a 64 KiB slab as
- * the request's size fits where that is more, larger blocks are page-granular, and an aligned
- * block's usable size stays close to the request. The most a fresh block of n bytes asked
- * with alignment align (0: none) may offer: */
+ * the request rounded up to 64 bytes fits where that is more, larger blocks are
+ * page-granular, and an aligned block's usable size stays close to the request. The most a
+ * fresh block of n bytes asked with alignment align (0: none) may offer: */
 static size_t usable_limit(size_t n, size_t align) {
     if (align > 64 * KIB || (n > align ? n : align) > MIB) return page_up(n ? n : 1);
     /* Small and mid blocks asked with a larger alignment come from the first class that is a
@@ -241,7 +241,7 @@ static size_t usable_limit(size_t n, size_t align) {
     if (align > 16) return pow2_up(n > align ? n : align);
     size_t limit = n + n / 4 + 16;
     if (n > 4 * KIB && n <= 32 * KIB) {
-        size_t per = 64 * KIB / ((n + 15) & ~(size_t)15), most = 64 * KIB / per & ~(size_t)15;
+        size_t per = 64 * KIB / ((n + 63) & ~(size_t)63), most = 64 * KIB / per & ~(size_t)15;
         if (most > limit) limit = most;
     }
     return limit;

@@ -25,23 +25,26 @@ static size_t slot_share(size_t n) {
     return HK_SLAB_SIZE / per;
 }
 
-/* Above 4 KiB a slot holds 15 blocks or fewer, and each class is the largest size (a multiple
- * of 16) that holds its number: a smaller one would make the requests just above it pay a
- * block a slot more. */
+/* Above 4 KiB a slot holds 15 blocks or fewer, and each class is the largest multiple of 64
+ * bytes (a cache line: a block asked aligned to 64 bytes comes from the same class as one not
+ * aligned) that holds its number, but for 15 blocks, the largest multiple of 16: 4,368 bytes, a
+ * 4 KiB page and a header of up to 272 bytes. A smaller class would make the requests just
+ * above it pay a block a slot more. */
 TEST(classes_above_4k_are_the_largest_for_their_blocks_a_slot) {
     for (unsigned c = 0; c < HK_NSMALL; c++) {
-        size_t bs = hk_class_size[c], per = HK_SLAB_SIZE / bs;
+        size_t bs = hk_class_size[c], per = HK_SLAB_SIZE / bs, unit = per == 15 ? 16 : 64;
         if (bs <= 4096) continue;
-        CHECKF((HK_SLAB_SIZE / per & ~(size_t)15) == bs, "class %u: %zu bytes, %zu a slot", c,
+        CHECKF((HK_SLAB_SIZE / per & ~(unit - 1)) == bs, "class %u: %zu bytes, %zu a slot", c,
                bs, per);
     }
 }
 
-/* Above 4 KiB a request costs less than a quarter more than it asks, or as little as any
- * class could make it cost: its class holds as many blocks a slot as the request does. */
+/* Above 4 KiB a request costs less than a quarter more than it asks, or as little as any class
+ * of a multiple of 64 bytes could make it cost: its class holds as many blocks a slot as the
+ * request rounded up to 64 bytes does. */
 TEST(requests_above_4k_pay_under_a_quarter_or_the_least_a_slot_allows) {
     for (size_t n = 4097; n <= HK_SMALL_MAX; n++) {
-        size_t share = slot_share(n), fits = HK_SLAB_SIZE / ((n + 15) & ~(size_t)15);
+        size_t share = slot_share(n), fits = HK_SLAB_SIZE / ((n + 63) & ~(size_t)63);
         CHECKF((share - n) * 4 < n || HK_SLAB_SIZE / share == fits, "n=%zu share=%zu", n, share);
     }
 }

@@ -1453,22 +1453,37 @@ TEST(a_spent_shared_slab_serves_as_shared_again_not_as_a_threads_own) {
     hk_heap_flush();
 }
 
-/* Shared slabs of the classes above 1 KiB, whose sizes are not all multiples of a cache line
- * (21,840 bytes: 3 to a slab): a thread's first block of one is one block of the shared slab.
- * Runs of the blocks that fill whole lines, 4 of 21,840 bytes, never fitted a slab, and the
- * late threads' mallocs took slab after slab without end. */
+/* Shared slabs of the classes above 1 KiB: a thread's first block of one is one block of the
+ * class's shared slab, the slab's count exactly the members' blocks in it. A run of the blocks
+ * that fill whole cache lines would give a thread 4 blocks of 4,368 bytes (a multiple of 16,
+ * not of 64) for the one it asked, 13 KiB it may never use; for 16-byte multiples of 21,840
+ * bytes, 3 to a slab, the run never fitted, and the late threads' mallocs took slab after
+ * slab without end. */
 TEST(big_classes_share_a_block_at_a_time) {
-    static const size_t sizes[] = {1088, 4368, 9360, 13104, 21840, 32768};
+    static const size_t sizes[] = {1088, 4368, 9344, 13056, 21824, 32768};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         pthread_t t[SH_THREADS];
         int n;
         if (!sh_start_all(t, sizes[k], &n)) return;
+        struct hk_slab *seen[SH_LATE];
+        int nseen = 0;
         for (int i = SH_THREADS - SH_LATE; i < SH_THREADS; i++) {
             struct hk_slab *s = hk_slab_of((uintptr_t)sh_block[i]);
             CHECKF(atomic_load(&s->owner) == NULL && s->bsize == sizes[k],
                    "%zu bytes: thread %d's block is in a slab of owner %p, %u-byte blocks",
                    sizes[k], i, (void *)atomic_load(&s->owner), s->bsize);
+            int j = 0;
+            while (j < nseen && seen[j] != s) j++;
+            if (j == nseen) seen[nseen++] = s;
         }
+        uint32_t used = 0, held = 0;
+        for (int j = 0; j < nseen; j++) {
+            used += seen[j]->used;
+            for (int i = 0; i < SH_THREADS; i++)
+                held += hk_slab_of((uintptr_t)sh_block[i]) == seen[j];
+        }
+        CHECKF(used == held, "%zu bytes: the shared slabs count %u blocks for %u members' blocks",
+               sizes[k], used, held);
         CHECK(sh_finish(t, n));
         hk_heap_give_up_all();
         hk_heap_flush();
