@@ -1039,9 +1039,7 @@ static void hk_side_free(struct hk_heap *h, struct hk_slab *s, void *p) {
     unsigned i = s->side - 1u;
     void **head = hk_side_head(h->side, i);
     if (*hk_owned_holder(h, hk_owned_entry(h, s)) != s) hk_owned_set(h, s);
-    hk_link_set(p, *head);
-    hk_mark_as(p, hk_free_mark());
-    *head = p;
+    hk_block_push(head, p);
     if (--*hk_side_left(h->side, i) == 0) hk_side_full(h, head);
 }
 #endif
