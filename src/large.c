@@ -394,10 +394,12 @@ static struct hk_ext *hk_find_resident(struct hk_arena *a, size_t len, size_t al
     return NULL;
 }
 
-static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align) {
+/* A free extent for a block of len bytes: with resident set, only one holding the block's
+ * resident pages (hk_find_resident), else any (resident first). */
+static struct hk_ext *hk_find_fit(struct hk_arena *a, size_t len, size_t align, int resident) {
     unsigned b = hk_bin(len);
     struct hk_ext *e = hk_find_resident(a, len, align);
-    if (e) return e;
+    if (e || resident) return e;
     if ((e = hk_best_in(a, b, len, align, 0)) != NULL) return e;
     for (unsigned w = (b + 1) / 64; w < (HK_NBINS + 63) / 64; w++) {
         uint64_t m = a->binmap[w];
@@ -937,13 +939,13 @@ static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t al
 }
 
 /* For a request that arena a's free memory does not fit: a free extent of another arena that
- * does, taken out of that arena (in no table, its mapped bytes no longer that arena's), or
- * NULL. The caller gives it to a, where it stays: memory moves to the arena whose threads
- * ask for it, so free memory is never stranded in one arena while another maps more, and
- * after one move the blocks cut from it are a's own (large_swap, 2 threads: 37% of the
- * requests were served by another arena's lock where blocks were cut there instead).
- * Called without a lock held. */
-static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
+ * does (with resident set, by its resident pages: hk_find_fit), taken out of that arena (in
+ * no table, its mapped bytes no longer that arena's), or NULL. The caller gives it to a,
+ * where it stays: memory moves to the arena whose threads ask for it, so free memory is never
+ * stranded in one arena while another maps more, and after one move the blocks cut from it
+ * are a's own (large_swap, 2 threads: 37% of the requests were served by another arena's lock
+ * where blocks were cut there instead). Called without a lock held. */
+static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align, int resident) {
     unsigned self = (unsigned)(a - hk_arenas);
     for (unsigned k = 1; k < hk_narenas; k++) {
         struct hk_arena *b = &hk_arenas[(self + k) % hk_narenas];
@@ -953,7 +955,7 @@ static struct hk_ext *hk_steal(struct hk_arena *a, size_t len, size_t align) {
             continue;
         hk_lock(&b->lock);
         hk_arena_drain(b);
-        struct hk_ext *e = hk_find_fit(b, len, align);
+        struct hk_ext *e = hk_find_fit(b, len, align, resident);
         if (e) {
             hk_free_remove(b, e);
             hk_set(&b->mapped_bytes, hk_get(&b->mapped_bytes) - e->len);
@@ -996,10 +998,11 @@ void *hk_large_alloc(size_t n, size_t align, unsigned *zeroed, unsigned flags) {
     struct hk_arena *a = hk_arena_take();
     hk_arena_drain(a);
     if (!hk_reserve(a, 3)) goto oom;
-    struct hk_ext *e = hk_find_fit(a, len, align);
+    int resident = (flags & HK_LARGE_RESIDENT) != 0;
+    struct hk_ext *e = hk_find_fit(a, len, align, resident);
     if (!e && hk_narenas > 1) {
         hk_unlock(&a->lock);
-        struct hk_ext *x = hk_steal(a, len, align);
+        struct hk_ext *x = hk_steal(a, len, align, resident);
         hk_lock(&a->lock);
         if (x) {
             /* Its tables were reserved above: the insertion needs no record. */
@@ -1009,9 +1012,9 @@ void *hk_large_alloc(size_t n, size_t align, unsigned *zeroed, unsigned flags) {
             hk_free_merge_insert(a, x); /* x may grow by its neighbours, and stays x */
         }
         if (!hk_reserve(a, 3)) goto oom;
-        e = x && hk_fits(x, len, align) ? x : hk_find_fit(a, len, align);
+        e = x && hk_fits(x, len, align) ? x : hk_find_fit(a, len, align, resident);
     }
-    if (!e && (flags & HK_LARGE_NO_MAP)) {
+    if (!e && (flags & (HK_LARGE_NO_MAP | HK_LARGE_RESIDENT))) {
         hk_unlock(&a->lock);
         return NULL;
     }
@@ -1106,7 +1109,7 @@ void *hk_large_alloc(size_t n, size_t align, unsigned *zeroed, unsigned flags) {
             return (void *)b;
         }
         e = hk_free_fresh(a, (uintptr_t)m, map, now);
-        if (!hk_fits(e, len, align)) e = hk_find_fit(a, len, align);
+        if (!hk_fits(e, len, align)) e = hk_find_fit(a, len, align, 0);
         HK_ASSERT(e != NULL);
     }
     void *p = hk_take(a, e, len, align, hit, inner, now, zeroed);

@@ -61,6 +61,10 @@ enum {
     HK_LARGE_INNER = 1,  /* a SuperSlab (superslab.c): counted apart from the program's blocks,
                           * freed by hk_large_free_inner, invisible to hk_large_lookup */
     HK_LARGE_NO_MAP = 2, /* from free memory only: NULL, errno untouched, where none fits */
+    /* hk_large_alloc only: from free memory holding the block's worth of resident pages
+     * (untouched free memory faults as a new mapping does): NULL, errno untouched, where none
+     * does. */
+    HK_LARGE_RESIDENT = 4,
 };
 /* What hk_large_alloc tells of the bytes of the block it returns. */
 enum {

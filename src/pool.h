@@ -40,10 +40,10 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) HK_INTERNAL;
 size_t hk_pool_decay(uint64_t now, int force) HK_INTERNAL;
 
 /* Gives every cached SuperSlab (one with no ACTIVE slot) back to the page heap now: the
- * large tier is about to map memory for a block, which they can serve instead. All of them,
- * so that neighbours merge into runs longer than one: given only a run that holds the block,
- * bench/phases took 17,000 page faults after its first round and peaked at 126 MiB, against
- * 2,900 and 117 MiB. */
+ * large tier is about to map memory for a block, or to cut one of a SuperSlab or more from
+ * untouched memory, which they can serve instead. All of them, so that neighbours merge into
+ * runs longer than one: given only a run that holds the block, bench/phases took 17,000 page
+ * faults after its first round and peaked at 126 MiB, against 2,900 and 117 MiB. */
 void hk_pool_give_cache(void) HK_INTERNAL;
 /* Whether the pool holds cached SuperSlabs (read without the lock: a hint). */
 int hk_pool_has_cache(void) HK_INTERNAL;

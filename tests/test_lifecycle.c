@@ -1435,6 +1435,49 @@ TEST(page_heap_serves_small_and_large_memory_in_turn) {
     }
 }
 
+/* The pool's free SuperSlabs serve a large block before untouched free memory of the large
+ * tier does: both are free, but the SuperSlabs' pages are resident, and the block cut from
+ * untouched memory would fault in fresh pages while they sit idle (bench/phases, arrays and
+ * small objects in turn, grew by a few MiB a round so). */
+TEST(a_large_block_takes_free_superslabs_before_untouched_memory) {
+    enum { SMALL = (8 << 20) / 64 };
+    static unsigned char *q[SMALL];
+    size_t mib = (size_t)1 << 20, n = 2 * mib;
+    hak_trim();
+    for (int j = 0; j < SMALL; j++) {
+        q[j] = hak_malloc(64);
+        CHECK(q[j] != NULL);
+        q[j][0] = (unsigned char)j;
+    }
+    /* Untouched free memory: the rest of what a large block's miss maps, an eighth of the
+     * tier's footprint (a block of 128 MiB, never touched, makes that 16 MiB and more); the
+     * block is longer than a SuperSlab, so that no spare chunk of the small blocks' mappings
+     * holds it. */
+    unsigned char *z = hak_malloc(128 * mib), *x = hak_malloc(3 * mib);
+    CHECK(z != NULL && x != NULL);
+    for (int j = 0; j < SMALL; j++) {
+        CHECK(q[j][0] == (unsigned char)j);
+        hak_free(q[j]);
+    }
+    hk_heap_trim(); /* the thread's cached blocks go home: their slabs empty */
+    struct hak_stats a = stats();
+    CHECKF(a.superslabs_cached_now >= 2 && a.large_free_clean_now >= n &&
+               a.large_free_dirty_now < n / 2,
+           "set-up: %zu free SuperSlabs, %zu KiB untouched and %zu KiB resident free large "
+           "memory", a.superslabs_cached_now, a.large_free_clean_now >> 10,
+           a.large_free_dirty_now >> 10);
+    unsigned char *p = hak_malloc(n);
+    CHECK(p != NULL);
+    size_t r = resident(p, n);
+    struct hak_stats b = stats();
+    CHECKF(r >= n / 4096 / 2, "%zu of %zu pages of the block resident; free SuperSlabs %zu -> %zu",
+           r, n / 4096, a.superslabs_cached_now, b.superslabs_cached_now);
+    hak_free(p);
+    hak_free(x);
+    hak_free(z);
+    hak_trim();
+}
+
 /* ============================================================================================ */
 /* cgroup: near the container's limit, ACE keeps nothing free. */
 
@@ -1666,6 +1709,7 @@ int main(int argc, char **argv) {
         RUN(slab_bursts_take_the_global_lock_per_batch);
         RUN(stage2_finds_a_run_among_many_superslabs);
         RUN(a_large_block_carries_no_free_mark_whatever_its_memory_held);
+        RUN(a_large_block_takes_free_superslabs_before_untouched_memory);
     } else if (!strcmp(mode, "fixed")) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);
