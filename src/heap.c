@@ -1524,6 +1524,7 @@ static void hk_heap_tick(struct hk_heap *h, uint64_t now) {
     uint64_t older = now > delay ? now - delay + 1 : 0;
 #ifndef HK_HARDENED
     hk_xpend_flush_all(h, 0); /* blocks on their way to transfer lists wait a tick at most */
+    h->borrow_score = 0;
 #endif
     for (uint64_t m = h->retained_mask; m; m &= m - 1) {
         unsigned c = (unsigned)__builtin_ctzll(m);
@@ -2216,6 +2217,27 @@ void hk_heap_large_taken(void) {
     if (h->owner) h->left_idle -= (intptr_t)HK_MID_MAX; /* at least that */
 }
 
+#ifndef HK_HARDENED
+int hk_heap_may_borrow(unsigned c) {
+    struct hk_heap *h = hk_tls.heap;
+    HK_ASSERT(c >= HK_MID_ONE && c < HK_NCLASS);
+    /* Not before the thread's heap is set up (the refill does that): until then it is the
+     * read-only heap of no thread. */
+    if (!h->owner) return 0;
+    if (h->borrowed) { /* the block borrowed last outlived this request */
+        h->borrowed = NULL;
+        if (h->borrow_score) h->borrow_score--;
+    }
+    if (h->borrow_score >= HK_BORROW_STOP || h->free[c] || hk_xfer_any(c)) return 0;
+    if (!(h->slabbed >> c & 1)) return 1;
+    struct hk_slab *s = h->cur[c];
+    if (s && (s->free || s->carved < s->capacity)) return 0;
+    return !h->partial[c] && !h->retained[c];
+}
+
+void hk_heap_borrowed(void *p) { hk_tls.heap->borrowed = p; }
+#endif
+
 /* free of p, a pointer into no SuperSlab: NULL, a large block, or a misuse. */
 static void hk_heap_free_outside(void *p, const char *op) {
     if (p == NULL) return;
@@ -2224,6 +2246,12 @@ static void hk_heap_free_outside(void *p, const char *op) {
         uint64_t now = hk_now_ms();
         if (HK_UNLIKELY(hk_counting)) hk_heap_count_large(0);
         struct hk_heap *h = hk_tls.heap;
+#ifndef HK_HARDENED
+        if (HK_UNLIKELY(p == h->borrowed)) { /* died young (heap.h) */
+            h->borrowed = NULL;
+            if (h->borrow_score < 2 * HK_BORROW_STOP) h->borrow_score += HK_BORROW_DIED;
+        }
+#endif
         if (h->owner) hk_heap_beat(h, now, HK_MID_MAX); /* at least that */
         hk_decay_tick(now);
         return;

@@ -282,6 +282,13 @@ struct hk_heap {
                                            * thread's own spans (heap.c, hk_mid_keep) */
     uint64_t mid_freed, mid_reuse;        /* mid classes it freed to their spans since their
                                            * last refill; those it keeps blocks of */
+    /* Blocks of classes of one block a span borrowed from the large tier (malloc.c,
+     * hk_mid_borrow): the last one, until the thread's next request of such a class; and a
+     * score, up HK_BORROW_DIED for each block the thread freed before that request, down
+     * one for each that outlived it, reset at the tick. A thread whose borrowed blocks die
+     * that young is served best by its cache, which a large block never joins. */
+    void *borrowed;
+    unsigned borrow_score;
     /* Classes of which the heap may hold slabs (current, partial, full or kept): a bit set
      * when one joins it, all cleared when it is handed over. Slow paths read a class's slab
      * lists only where its bit is set (heap.c, hk_heap_cur), so that a thread that owns no
@@ -619,6 +626,16 @@ static inline void *hk_heap_alloc(unsigned c) {
 /* The calling thread has taken a large block: memory it may have left idle is in use again
  * (heap.c, hk_heap_beat). */
 void hk_heap_large_taken(void) HK_INTERNAL;
+/* Whether a malloc of class c (HK_MID_ONE and up, one block a span), which found the calling
+ * thread's cache empty, may borrow a block from the large tier's resident free memory
+ * (malloc.c, hk_mid_borrow): its refill would take a span from elsewhere (the thread holds
+ * no span of the class with a block to give, the class's transfer list is empty), and the
+ * blocks the thread borrowed since its last tick did not die young (the score, above). */
+int hk_heap_may_borrow(unsigned c) HK_INTERNAL;
+#define HK_BORROW_DIED 2u /* a borrowed block freed before its thread's next request */
+#define HK_BORROW_STOP 8u /* the score at which a thread borrows no more until its tick */
+/* The calling thread has borrowed block p. */
+void hk_heap_borrowed(void *p) HK_INTERNAL;
 /* The mid blocks the calling thread keeps for a malloc to come (heap.c, hk_mid_keep, and those
  * free's fast path cached) go home,
  * where their spans can empty. Before a request to the large tier, so that the spans'

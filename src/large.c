@@ -994,11 +994,14 @@ void *hk_large_alloc(size_t n, size_t align, unsigned *zeroed, unsigned flags) {
         errno = ENOMEM;
         return NULL;
     }
+    int resident = (flags & HK_LARGE_RESIDENT) != 0;
+    /* Too few resident free bytes in all arenas for any extent to hold half the block's worth
+     * (hk_find_resident): no lock. A mid request asks at its class's refills (malloc.c). */
+    if (resident && hk_sum(offsetof(struct hk_arena, free_dirty)) < len / 2) return NULL;
     uint64_t now = hk_now_ms();
     struct hk_arena *a = hk_arena_take();
     hk_arena_drain(a);
     if (!hk_reserve(a, 3)) goto oom;
-    int resident = (flags & HK_LARGE_RESIDENT) != 0;
     struct hk_ext *e = hk_find_fit(a, len, align, resident);
     if (!e && hk_narenas > 1) {
         hk_unlock(&a->lock);

@@ -1,4 +1,6 @@
-/* The large tier: requests above the mid tier (1 MiB), and blocks aligned beyond a slot; and
+/* The large tier: requests above the mid tier (1 MiB), and blocks aligned beyond a slot; a
+ * malloc of a mid class of one block a span that its resident free memory holds (malloc.c,
+ * hk_mid_borrow); and
  * the page heap under the pool, whose SuperSlabs are cut from it (HK_LARGE_INNER) and go back
  * to it, so that the memory a program frees in one size range serves the next in another.
  *

@@ -30,7 +30,9 @@
  * slack at the end. Spans of at most 8 slots up to 512 KiB: a class with few live blocks
  * holds at most half a MiB it does not use, and short spans pack a SuperSlab's 31 slots
  * better. Above 512 KiB a span is one block, one slot longer per class. Apart from its length
- * a span behaves exactly like a slab; "slab" below means either. */
+ * a span behaves exactly like a slab; "slab" below means either. A malloc of a class of one
+ * block a span (HK_MID_ONE and up) may be served by the large tier's resident free memory
+ * instead of a new span (malloc.c, hk_mid_borrow). */
 #ifndef HK_SIZE_CLASS_H
 #define HK_SIZE_CLASS_H
 
@@ -43,6 +45,7 @@
 #define HK_MID_MAX ((size_t)1 << 20) /* largest mid request; larger ones are large blocks */
 #define HK_TABLE_MAX HK_SMALL_MAX    /* sizes resolved by one table load: every small one */
 #define HK_SPAN_MAX_SLOTS 16         /* longest span (1 MiB) */
+#define HK_MID_ONE 52u               /* first class of one block a span: 320 KiB */
 
 /* hk_class_table[(n + 15) / 16] for n <= 32 KiB: the smallest class whose size is >= n. The
  * fast path reads a copy of it, hk_malloc_class; both come from this one definition, a run

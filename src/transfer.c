@@ -62,6 +62,10 @@ static _Atomic uint64_t hk_xfer_looked;
 
 static struct hk_lock *hk_xfer_lock(unsigned c) { return &hk_xfer_locks[c % HK_LOCK_STRIPES]; }
 
+int hk_xfer_any(unsigned c) {
+    return atomic_load_explicit(&hk_xfer[c - HK_XFER_FIRST].n, memory_order_relaxed) != 0;
+}
+
 int hk_xfer_put(unsigned c, void *head, void *tail, uint32_t n) {
     unsigned i = c - HK_XFER_FIRST;
     HK_ASSERT(c >= HK_XFER_FIRST && c < HK_NCLASS);
@@ -88,7 +92,7 @@ void *hk_xfer_take(unsigned c, uint32_t max) {
     unsigned i = c - HK_XFER_FIRST;
     HK_ASSERT(c >= HK_XFER_FIRST && c < HK_NCLASS && max > 0);
     /* A stale count only means this refill looks elsewhere first. */
-    if (atomic_load_explicit(&hk_xfer[i].n, memory_order_relaxed) == 0) return NULL;
+    if (!hk_xfer_any(c)) return NULL;
     hk_lock(hk_xfer_lock(c));
     void *b = hk_xfer[i].head, *last = b, *rest = NULL;
     uint32_t k = 0;

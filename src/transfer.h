@@ -48,6 +48,8 @@ int hk_xfer_put(unsigned c, void *head, void *tail, uint32_t n) HK_INTERNAL;
 /* Up to max blocks of class c from its list (still marked free, linked, the last link NULL),
  * or NULL. */
 void *hk_xfer_take(unsigned c, uint32_t max) HK_INTERNAL;
+/* Whether class c's list holds blocks, as far as a read without the lock tells. */
+int hk_xfer_any(unsigned c) HK_INTERNAL;
 /* The blocks of every list that has held blocks and seen no take for HK_XFER_IDLE_MS, as
  * far as the calls to this at times now tell (all of them with all set), linked (block.h),
  * for the caller to send home; NULL if none, if another thread is looking, or (but with all

@@ -122,6 +122,9 @@ TEST(large_budget_releases_only_the_excess) {
 }
 
 TEST(stage_counts_follow_the_script) {
+    /* No resident free large memory, which mid blocks of one block a span would borrow
+     * (malloc.c, hk_mid_borrow) where the script expects spans. */
+    hak_trim();
     void *anchor = hak_malloc(16); /* a SuperSlab exists, its low slots taken */
     struct hak_stats a = stats(), b;
     const size_t M = (size_t)1 << 20, H = (size_t)15 << 16; /* spans of 16 and 15 slots */
@@ -1478,6 +1481,63 @@ TEST(a_large_block_takes_free_superslabs_before_untouched_memory) {
     hak_trim();
 }
 
+/* A malloc of a class of one block a span (above 256 KiB) whose refill would take a new span
+ * takes the large tier's resident free memory where a piece of it holds the block (malloc.c,
+ * hk_mid_borrow): a freed 4 MiB block serves it in place. */
+static unsigned char *borrow_setup(size_t *len) {
+    size_t n = (size_t)4 << 20;
+    hak_trim();
+    unsigned char *big = hak_malloc(n);
+    CHECK(big != NULL);
+    memset(big, 0x5a, n); /* resident */
+    hak_free(big);
+    hk_heap_trim(); /* no cached mid block, no span the thread keeps */
+    *len = n;
+    return big;
+}
+
+/* Whether p is a block borrowed from the freed block [base, base + len): a large block there,
+ * not a span of a SuperSlab cut from that memory since. */
+static int borrowed_from(const void *p, const unsigned char *base, size_t len) {
+    return !hk_is_superslab((uintptr_t)p) && (uintptr_t)p >= (uintptr_t)base &&
+           (uintptr_t)p < (uintptr_t)base + len;
+}
+
+TEST(a_mid_block_takes_resident_large_memory_before_a_new_span) {
+    size_t len;
+    unsigned char *big = borrow_setup(&len);
+    size_t n = 400000;
+    unsigned char *q = hak_malloc(n);
+    CHECK(q != NULL);
+    CHECKF(borrowed_from(q, big, len), "a block of %zu bytes at %p (in a SuperSlab: %d), the "
+           "freed block at %p", n, (void *)q, hk_is_superslab((uintptr_t)q), (void *)big);
+    CHECK(hak_usable_size(q) >= n);
+    CHECK(resident(q, n) >= n / 4096 - 1);
+    fill(q, n, 3);
+    unsigned char *r = hak_realloc(q, 2 * n); /* a large block: grows like one */
+    CHECK(r != NULL && filled(r, n, n, 3));
+    hak_free(r);
+    hak_trim();
+}
+
+TEST(a_thread_whose_borrowed_blocks_die_young_keeps_them_in_its_cache) {
+    size_t len;
+    unsigned char *big = borrow_setup(&len);
+    int borrowed = 0;
+    for (int i = 0; i < 64; i++) {
+        unsigned char *q = hak_malloc(400000);
+        CHECK(q != NULL);
+        q[0] = (unsigned char)i;
+        borrowed += borrowed_from(q, big, len);
+        hak_free(q);
+    }
+    /* Four young deaths stop it until the thread's next tick; a tick may come once more. */
+    int most = 2 * (int)(HK_BORROW_STOP / HK_BORROW_DIED);
+    CHECKF(borrowed >= 1 && borrowed <= most,
+           "%d of 64 blocks freed at once were borrowed (expected 1..%d)", borrowed, most);
+    hak_trim();
+}
+
 /* ============================================================================================ */
 /* cgroup: near the container's limit, ACE keeps nothing free. */
 
@@ -1710,6 +1770,8 @@ int main(int argc, char **argv) {
         RUN(stage2_finds_a_run_among_many_superslabs);
         RUN(a_large_block_carries_no_free_mark_whatever_its_memory_held);
         RUN(a_large_block_takes_free_superslabs_before_untouched_memory);
+        RUN(a_mid_block_takes_resident_large_memory_before_a_new_span);
+        RUN(a_thread_whose_borrowed_blocks_die_young_keeps_them_in_its_cache);
     } else if (!strcmp(mode, "fixed")) {
         RUN(fixed_config);
         RUN(large_blocks_land_on_resident_pages);

@@ -109,6 +109,9 @@ TEST(spans_hold_whole_blocks) {
         CHECK(hk_class_slots[c] < HK_SLABS);
         CHECKF(hk_class_size[c] > HK_FINE_MIN || hk_class_slots[c] <= 8, "class %u: %u slots",
                c, hk_class_slots[c]);
+        /* HK_MID_ONE is the first class of one block a span (malloc.c, hk_mid_borrow). */
+        CHECKF((c >= HK_MID_ONE) == (span == hk_class_size[c]), "class %u: %zu-byte blocks in a "
+               "%zu-byte span, HK_MID_ONE %u", c, (size_t)hk_class_size[c], span, HK_MID_ONE);
     }
 }
 

@@ -1311,6 +1311,7 @@ TEST(a_thread_living_on_a_kept_mid_block_ticks) { CHECK(in_new_thread(mid_kept_t
 static void *mid_fast(void *arg) {
     (void)arg;
     enum { N = 12 };
+    hak_trim(); /* no resident free large memory, which 300 KB blocks would borrow (malloc.c) */
     size_t n = 100000;
     void *p = mid_pairs(n);
     struct hk_slab *s = hk_slab_of((uintptr_t)p);
@@ -1347,6 +1348,7 @@ TEST(a_threads_own_mid_blocks_take_the_fast_path_after_reuse) { CHECK(in_new_thr
  * cache empty): the blocks' spans may empty, and their SuperSlabs serve the request. */
 static void *mid_fast_home(void *arg) {
     (void)arg;
+    hak_trim(); /* no resident free large memory, which 300 KB blocks would borrow (malloc.c) */
     size_t n = 100000;
     void *p = mid_pairs(n);
     unsigned c = hk_slab_of((uintptr_t)p)->cls;
