@@ -3,7 +3,9 @@
  *
  * malloc's and free's fast paths are here, written out so that a hit costs no call (heap.h
  * describes them). Requests up to HK_MID_MAX go to the thread heap (small and mid classes),
- * larger ones to the large tier (large.c); everything else is in heap.c.
+ * larger ones to the large tier (large.c), as does a malloc of a class of one block a span
+ * that the large tier's resident free memory holds where a new span would be cut
+ * (hk_mid_borrow); everything else is in heap.c.
  *
  * The hardened build (HK_HARDENED) asks the heap for HK_GUARD_ROOM more bytes than requested
  * and arms the guards of guard.h on every small and mid block; free checks them. */
