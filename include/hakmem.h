@@ -44,7 +44,8 @@ struct hak_stats {
     size_t os_mmap, os_munmap, os_madvise, os_mremap; /* system calls made */
     size_t os_mmap_bytes, os_munmap_bytes, os_madvise_bytes, os_mremap_bytes; /* their bytes */
     size_t os_populate, os_populate_bytes;     /* madvise(POPULATE_WRITE) calls that filled a
-                                                * fresh slab's pages ahead of its carve */
+                                                * fresh slab's pages ahead of its carve, or a
+                                                * big block's at its malloc (large_filled) */
     size_t mapped_bytes_now;                   /* the page heap's mappings (all tiers) */
     size_t superslabs_now, superslabs_cached_now;
     size_t slabs_active_now;                   /* 64 KiB slots in slabs threads own */
@@ -80,6 +81,11 @@ struct hak_stats {
     size_t large_arenas;                       /* page heaps the large tier is split into */
     size_t large_steals;                       /* free extents an arena took from another */
     size_t large_queued_frees;                 /* frees left for an arena's lock's next holder */
+    size_t large_filled, large_filled_bytes;   /* blocks whose untouched pages were filled at
+                                                * their malloc (HAKMEM_POPULATE) */
+    size_t large_fill_probes, large_fill_probes_filled; /* blocks left to fault as probes of
+                                                * whether the program fills its blocks, looked
+                                                * at when freed; those it had filled */
     /* The policy in force (ACE's current choices, or the fixed ones with HAKMEM_ACE=0). */
     size_t purge_delay_ms, unmap_delay_ms;
     size_t pool_budget, large_budget;          /* free resident bytes kept regardless of age */

@@ -16,6 +16,7 @@ struct hk_config {
                               * that come from the class's shared slab (orphan.h) */
     int ace;                 /* HAKMEM_ACE: adapt caps, caches and delays to demand */
     int bg_thread;           /* HAKMEM_BG_THREAD: a thread that purges on time */
+    int populate;            /* HAKMEM_POPULATE: HK_POPULATE_AUTO, _OFF or _ON (fill.h) */
     int stats;               /* HAKMEM_STATS: 0, HK_STATS_TEXT or HK_STATS_JSON at exit */
     char stats_file[256];    /* HAKMEM_STATS_FILE: where the report goes ("" = stderr) */
     int on_error;            /* HAKMEM_ON_ERROR: HK_ON_ERROR_ABORT or HK_ON_ERROR_WARN */
@@ -27,6 +28,7 @@ struct hk_config {
 
 enum { HK_ON_ERROR_ABORT, HK_ON_ERROR_WARN };
 enum { HK_STATS_OFF, HK_STATS_TEXT, HK_STATS_JSON };
+enum { HK_POPULATE_AUTO, HK_POPULATE_OFF, HK_POPULATE_ON };
 
 /* Most arenas the large tier splits into (HAKMEM_LARGE_ARENAS; by default one per CPU up to
  * this, where there are more than two CPUs). A thread takes its large blocks from one arena; with 8 at most, 16 threads on 16

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "drawdown.h"
 #include "exit_key.h"
+#include "fill.h"
 #include "lock.h"
 #include "os.h"
 #include "pagemap.h"
@@ -24,7 +25,6 @@
 #define HK_LARGE_MAP_MIN ((size_t)4 << 20) /* smallest mapping asked of the OS */
 #define HK_LARGE_GROWTH 8 /* a miss maps at least 1/8 of what the tier has mapped (see below) */
 #define HK_LARGE_SHRINK_MIN ((size_t)64 << 10) /* a shrink frees the tail from this much */
-#define HK_HUGE ((size_t)32 << 20) /* a block this long goes back to the OS at free (below) */
 #define HK_LARGE_CHUNK ((size_t)2 << 20) /* a SuperSlab's length and alignment */
 
 enum { HK_EXT_LIVE = 1, HK_EXT_FREE };
@@ -44,6 +44,8 @@ struct hk_ext {
                                    * faulted in again soon are refaults, see ACE) */
     uint8_t bin;
     uint8_t inner;                /* live: a SuperSlab (HK_LARGE_INNER), no program block */
+    uint8_t probe;                /* live: a probe of whether the program fills its blocks
+                                   * (fill.h), looked at when freed */
     struct hk_ext *snext, *enext; /* hash chains: by start (all), by end (free ones) */
     struct hk_ext *next, *prev;   /* bin list of a free extent; the spare list */
     struct hk_ext *anext, *aprev; /* age list of a free extent, oldest first */
@@ -90,6 +92,9 @@ struct hk_arena {
     uintptr_t recent[HK_RECENT];
     unsigned recent_next;
     uint64_t queued; /* frees that waited in pend (under the lock) */
+    /* The newest probe block of the arena (fill.h), live, that the next candidate's cut has
+     * not looked at yet; NULL: none. */
+    struct hk_ext *probe;
     /* Frees handed to the lock's holder (hk_pend_push): the starts of blocks freed by a
      * thread of another arena, or while the lock was taken, in slots that any thread fills
      * with one compare-and-swap and whoever next holds the lock empties (hk_arena_drain). On
@@ -438,6 +443,7 @@ static void hk_piece(struct hk_arena *a, const struct hk_ext *e, uintptr_t addr,
 static void hk_live_insert(struct hk_arena *a, struct hk_ext *e, int inner) {
     e->state = HK_EXT_LIVE;
     e->inner = (uint8_t)inner;
+    e->probe = 0;
     hk_tab_insert(&a->by_start, e, 0);
     hk_arena_mark(a, e->addr);
     if (inner) return;
@@ -779,6 +785,34 @@ static struct hk_arena *hk_arena_take(void) {
     return a;
 }
 
+/* Probe block e of arena a (locked) is freed, or leaves its place: what its pages show is
+ * learnt. */
+static void hk_probe_done(struct hk_arena *a, struct hk_ext *e) {
+    if (a->probe == e) a->probe = NULL;
+    if (!e->probe) return;
+    e->probe = 0;
+    hk_fill_learn(hk_fill_written((void *)e->addr, e->len)); /* a few pages' mincore, rare */
+}
+
+/* For program block e (below HK_HUGE) just cut in arena a (locked), dirty bytes of it
+ * resident already: whether to fill it once the lock is released (fill.h); or it becomes the
+ * arena's probe. The arena's last probe, if written whole by now, is counted first. */
+static int hk_fill_cut(struct hk_arena *a, struct hk_ext *e, size_t dirty) {
+    if (a->probe) {
+        if (hk_fill_written((void *)a->probe->addr, a->probe->len)) {
+            a->probe->probe = 0;
+            hk_fill_learn(1);
+        }
+        a->probe = NULL;
+    }
+    int plan = hk_fill_plan(e->len, e->len - dirty);
+    if (plan == HK_FILL_PROBE) {
+        e->probe = 1;
+        a->probe = e;
+    }
+    return plan == HK_FILL_POPULATE;
+}
+
 static int hk_recently_freed(struct hk_arena *a, uintptr_t p) {
     for (unsigned i = 0; i < HK_RECENT; i++)
         if (a->recent[i] == p) return 1;
@@ -795,6 +829,7 @@ static int hk_free_locked(struct hk_arena *a, uintptr_t p, struct hk_ext *e, uin
         /* (a SuperSlab's start is the pool's: the program's free never reaches here with it) */
         return (e ? !e->inner : hk_recently_freed(a, p)) ? -1 : 0;
     a->recent[a->recent_next++ % HK_RECENT] = p;
+    hk_probe_done(a, e);
     hk_tab_remove(&a->by_start, e, 0);
     a->live_n--;
     hk_set(&a->live_bytes, hk_get(&a->live_bytes) - e->len);
@@ -910,9 +945,10 @@ static int hk_large_over(void) {
 }
 
 /* Cuts a block for a request of len bytes at align out of free extent e of arena a (locked,
- * three records reserved), and accounts for it; hit: e was free before this request. */
+ * three records reserved), and accounts for it; hit: e was free before this request. *fill:
+ * whether the caller is to fill the block's pages once the lock is released (fill.h). */
 static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, int hit,
-                     int inner, uint64_t now, unsigned *zeroed) {
+                     int inner, uint64_t now, unsigned *zeroed, int *fill) {
     int zero = e->zero;
     uintptr_t dlo = e->dlo, dhi = e->dhi; /* the free extent's pages that may be resident */
     size_t dirty = e->dirty;
@@ -920,6 +956,8 @@ static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t al
     int purged = e->purged;
     size_t fresh;
     e = hk_carve(a, e, len, align, inner, &fresh);
+    /* A huge block may be an array the program means to use in part: never filled. */
+    *fill = !inner && len < HK_HUGE && hk_fill_cut(a, e, len - fresh);
     int head_dirty = !zero && dirty && e->addr < dhi && e->addr + HK_PAGE_SIZE > dlo;
     *zeroed = (zero ? HK_LARGE_ZERO : 0) | (head_dirty ? 0 : HK_LARGE_HEAD_ZERO);
     /* A SuperSlab taken is demand for the page heap's free memory as much as a block is:
@@ -1107,16 +1145,20 @@ void *hk_large_alloc(size_t n, size_t align, unsigned *zeroed, unsigned flags) {
             e->addr = b;
             e->len = len;
             hk_live_insert(a, e, 0);
+            int fill = len < HK_HUGE && hk_fill_cut(a, e, moved);
             *zeroed = 0;
             hk_unlock(&a->lock);
+            if (fill) hk_fill((void *)b, len);
             return (void *)b;
         }
         e = hk_free_fresh(a, (uintptr_t)m, map, now);
         if (!hk_fits(e, len, align)) e = hk_find_fit(a, len, align, 0);
         HK_ASSERT(e != NULL);
     }
-    void *p = hk_take(a, e, len, align, hit, inner, now, zeroed);
+    int fill;
+    void *p = hk_take(a, e, len, align, hit, inner, now, zeroed, &fill);
     hk_unlock(&a->lock);
+    if (fill) hk_fill(p, len);
     return p;
 oom:
     hk_unlock(&a->lock);
@@ -1252,11 +1294,14 @@ static void *hk_grow_into_resident(struct hk_arena *a, struct hk_ext *e, size_t 
     a->live_n--;
     hk_set(&a->live_bytes, hk_get(&a->live_bytes) - old);
     unsigned zeroed;
-    void *q = hk_take(a, f, len, HK_PAGE_SIZE, 1, 0, now, &zeroed);
+    int fill;
+    void *q = hk_take(a, f, len, HK_PAGE_SIZE, 1, 0, now, &zeroed, &fill);
     a->copied++;
     hk_unlock(&a->lock);
+    if (fill) hk_fill(q, len);
     memcpy(q, (void *)p, old);
     hk_lock(&a->lock);
+    hk_probe_done(a, e);
     hk_tab_remove(&a->by_start, e, 0);
     hk_free_unlock(a, e, e->len, now);
     return q;

@@ -53,6 +53,10 @@
 
 #include "common.h"
 
+/* A huge block: one this long goes back to the OS at its free (above), and is never filled at
+ * its malloc (fill.h). */
+#define HK_HUGE ((size_t)32 << 20)
+
 /* Sets the number of arenas (0: one per CPU the process may run on where that is more than
  * two, else one; at most HK_LARGE_ARENAS_MAX, config.h). Called once, at start-up, before any
  * block is made. */

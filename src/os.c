@@ -73,20 +73,22 @@ static int hk_os_no_populate;
  * still fills in its shadow), with the call itself about 2 us: a carve of 16 KiB of blocks
  * in fresh pages, 4 faults, runs some 20 us faster. Elsewhere it saves the fault's entry and
  * exit for each page. Pages that hold something already would cost the call for nothing,
- * which is why only fresh ones come here (superslab.h, struct hk_slab's clean). */
+ * which is why only fresh ones come here (superslab.h, struct hk_slab's clean; a big block
+ * mostly untouched, fill.h). */
 void hk_os_populate(void *p, size_t size) {
-    if (__atomic_load_n(&hk_os_no_populate, __ATOMIC_RELAXED)) return;
-    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(HK_PAGE_SIZE - 1);
-    size = hk_align_up((uintptr_t)p + size, HK_PAGE_SIZE) - a;
-    p = (void *)a;
-    HK_STAT_INC(os_populate);
-    HK_STAT_ADD(os_populate_bytes, size);
-    if (HK_TRACING(HK_T_OS))
-        hk_trace(HK_T_OS, "madvise POPULATE_WRITE", "addr@", (uintptr_t)p, "bytes", size, NULL,
-                 0);
     int saved = errno; /* a malloc that succeeds leaves errno as it found it */
-    if (madvise(p, size, MADV_POPULATE_WRITE) != 0 && (errno == EINVAL || errno == EPERM))
-        __atomic_store_n(&hk_os_no_populate, 1, __ATOMIC_RELAXED);
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(HK_PAGE_SIZE - 1);
+    uintptr_t end = hk_align_up((uintptr_t)p + size, HK_PAGE_SIZE);
+    while (a < end && !__atomic_load_n(&hk_os_no_populate, __ATOMIC_RELAXED)) {
+        size_t k = hk_os_piece(a, end);
+        HK_STAT_INC(os_populate);
+        HK_STAT_ADD(os_populate_bytes, k);
+        if (HK_TRACING(HK_T_OS))
+            hk_trace(HK_T_OS, "madvise POPULATE_WRITE", "addr@", a, "bytes", k, NULL, 0);
+        if (madvise((void *)a, k, MADV_POPULATE_WRITE) != 0 && (errno == EINVAL || errno == EPERM))
+            __atomic_store_n(&hk_os_no_populate, 1, __ATOMIC_RELAXED);
+        a += k;
+    }
     errno = saved;
 }
 

@@ -11,10 +11,9 @@ void hk_os_unmap(void *p, size_t size) HK_INTERNAL;
 /* Releases the pages (contents become zero on next touch); the range stays mapped. */
 void hk_os_release(void *p, size_t size) HK_INTERNAL;
 /* Fills the pages that [p, p+size) reaches, which are about to be written and hold nothing yet,
- * in one call (madvise MADV_POPULATE_WRITE, Linux 5.14), where touching them would fault once
- * a page. The range lies within one 2 MiB stretch. Does nothing where the
- * kernel does not know the call (the first refusal stops further tries): the writes then
- * fault the pages in as before. */
+ * in one call a 2 MiB stretch (madvise MADV_POPULATE_WRITE, Linux 5.14), where touching them
+ * would fault once a page. Does nothing where the kernel does not know the call (the first
+ * refusal stops further tries): the writes then fault the pages in as before. */
 void hk_os_populate(void *p, size_t size) HK_INTERNAL;
 /* Grows mapping p of old_size bytes to new_size, in place where the address space after it is
  * free, else by moving its pages to new address space (the rest copied, should some not

@@ -49,6 +49,11 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     HK_LOAD(os_populate);
     HK_LOAD(os_populate_bytes);
 #undef HK_LOAD
+    out->large_filled = atomic_load_explicit(&hk_ctr.fill_blocks, memory_order_relaxed);
+    out->large_filled_bytes = atomic_load_explicit(&hk_ctr.fill_bytes, memory_order_relaxed);
+    out->large_fill_probes = atomic_load_explicit(&hk_ctr.fill_probes, memory_order_relaxed);
+    out->large_fill_probes_filled =
+        atomic_load_explicit(&hk_ctr.fill_probes_filled, memory_order_relaxed);
     out->superslabs_unmapped = atomic_load_explicit(&hk_ctr.ss_unmapped, memory_order_relaxed);
     hk_pool_stats(out);
     hk_large_stats(out);
@@ -90,6 +95,7 @@ HK_EXPORT void hak_stats_get(struct hak_stats *out) {
     X(large_free_clean_now) X(large_cache_hits) X(large_cache_misses) X(large_purged_bytes)    \
     X(large_realloc_in_place) X(large_realloc_mremap) X(large_realloc_copied) X(large_gathers)  \
     X(large_gathered_bytes) X(large_arenas) X(large_steals) X(large_queued_frees)              \
+    X(large_filled) X(large_filled_bytes) X(large_fill_probes) X(large_fill_probes_filled)     \
     X(purge_delay_ms)                                                                          \
     X(unmap_delay_ms)                                                                          \
     X(pool_budget) X(large_budget) X(ss_cache_max) X(os_mmap_bytes) X(os_munmap_bytes)            \
@@ -159,7 +165,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            "  free memory kept: pool %zu bytes EMPTY, large %zu bytes resident + %zu released; "
            "given back: pool %zu bytes, large %zu bytes, %zu SuperSlabs to the page heap\n"
            "  large: %zu arenas (%zu free extents moved between them, %zu frees left for the lock's holder), %zu hits, %zu misses (%zu gathered free pages, %zu bytes); realloc %zu in "
-           "place, %zu copied into resident free memory, %zu by mremap\n"
+           "place, %zu copied into resident free memory, %zu by mremap; filled at malloc %zu (%zu "
+           "bytes), probes %zu (%zu filled)\n"
            "  policy: purge delay %zu ms, unmap delay %zu ms, budgets pool %zu / large %zu "
            "bytes, SuperSlab cache %zu\n"
            "  process: %ld minor and %ld major page faults, peak RSS %ld KiB\n"
@@ -177,6 +184,8 @@ static int hk_stats_text(const struct hak_stats *s, const struct rusage *ru, cha
            s->large_purged_bytes, s->superslabs_unmapped, s->large_arenas, s->large_steals, s->large_queued_frees, s->large_cache_hits,
            s->large_cache_misses, s->large_gathers, s->large_gathered_bytes,
            s->large_realloc_in_place, s->large_realloc_copied, s->large_realloc_mremap,
+           s->large_filled, s->large_filled_bytes, s->large_fill_probes,
+           s->large_fill_probes_filled,
            s->purge_delay_ms, s->unmap_delay_ms, s->pool_budget, s->large_budget,
            s->ss_cache_max, ru->ru_minflt, ru->ru_majflt, ru->ru_maxrss, s->os_mmap_bytes,
            s->os_munmap_bytes, s->os_madvise_bytes, s->os_mremap_bytes, s->threads_started,

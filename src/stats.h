@@ -20,8 +20,11 @@ struct hk_counters {
     _Atomic size_t heaps_taken_over, heaps_taken_in, heaps_given_up; /* exited threads' heaps
                                                                       * (heap.c) */
     _Atomic size_t os_mremap_bytes;
-    _Atomic size_t os_populate, os_populate_bytes; /* pages filled ahead of a carve (os.c) */
+    _Atomic size_t os_populate, os_populate_bytes; /* pages filled ahead of a carve or of
+                                                    * a big block's first use (os.c) */
     _Atomic size_t inbox_helps; /* idle threads' inboxes applied by other threads */
+    _Atomic size_t fill_blocks, fill_bytes;    /* big blocks filled at their malloc (fill.c) */
+    _Atomic size_t fill_probes, fill_probes_filled; /* probes looked at, and found filled */
 };
 
 extern struct hk_counters hk_ctr HK_INTERNAL;

@@ -49,12 +49,17 @@ lifecycle() { # lifecycle FLAVOUR: every mode of test_lifecycle in that build
     run "test_lifecycle cache${1:+ ($1)}" env HAKMEM_ACE=1 $bin cache
     echo 1000000000 > "$cgdir/memory.max"
     echo 100000000 > "$cgdir/memory.current"
-    run "test_lifecycle cgroup${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_CGROUP="$cgdir" $bin cgroup
+    run "test_lifecycle cgroup${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_CGROUP="$cgdir" \
+        HAKMEM_POPULATE=on $bin cgroup
     run "test_lifecycle slack${1:+ ($1)}" env HAKMEM_ACE=1 HAKMEM_SS_CACHE=2 $bin slack
     run "test_lifecycle bg${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_BG_THREAD=1 \
         HAKMEM_PURGE_DELAY_MS=100 $bin bg
     run "test_lifecycle kept${1:+ ($1)}" env HAKMEM_ACE=0 HAKMEM_SOFT_CAP=8 HAKMEM_SS_CACHE=1 \
         HAKMEM_PURGE_DELAY_MS=60000 $bin kept
+    run "test_lifecycle fill${1:+ ($1)}" env -u HAKMEM_POPULATE $bin fill
+    run "test_lifecycle fill_wave${1:+ ($1)}" env -u HAKMEM_POPULATE $bin fill_wave
+    run "test_lifecycle fill_on${1:+ ($1)}" env HAKMEM_POPULATE=on $bin fill_on
+    run "test_lifecycle fill_off${1:+ ($1)}" env HAKMEM_POPULATE=off $bin fill_off
 }
 lifecycle ""
 lifecycle _debug

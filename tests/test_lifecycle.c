@@ -9,10 +9,13 @@
  *   cache    the same, in a process of its own: a purge delay that the tests before had
  *            ACE lengthen (refaults) made its one test wait up to 16 s for it
  *   cgroup   HAKMEM_ACE=1 HAKMEM_CGROUP=<a directory with memory.max and memory.current>
+ *            HAKMEM_POPULATE=on
  *   bg       HAKMEM_ACE=0 HAKMEM_BG_THREAD=1 HAKMEM_PURGE_DELAY_MS=100
  *   slack    HAKMEM_ACE=1 HAKMEM_SS_CACHE=2 (a pool budget of 4 MiB until ACE's first window)
  *   kept     HAKMEM_ACE=0 HAKMEM_SOFT_CAP=8 HAKMEM_SS_CACHE=1 HAKMEM_PURGE_DELAY_MS=60000 (a
  *            pool budget of 2 MiB)
+ *   fill     HAKMEM_POPULATE unset (auto), as fill_wave; fill_on and fill_off:
+ *            HAKMEM_POPULATE=on, off
  * and every mode first checks that its configuration is the one in force. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1551,6 +1554,18 @@ static void write_file(const char *dir, const char *name, const char *value) {
     }
 }
 
+#define FILL_BLOCK ((size_t)4 << 20)
+
+/* A big block cut from untouched memory (free large memory is released first), the share of
+ * its pages resident as malloc returns it, in 1/1000s. */
+static void *fill_fresh_block(size_t len, unsigned *held) {
+    hak_trim();
+    char *p = hak_malloc(len);
+    CHECK(p != NULL);
+    *held = p ? (unsigned)(resident(p, len) * 1000 / (len / 4096)) : 0;
+    return p;
+}
+
 TEST(cgroup_pressure_shrinks_the_caches) {
     const char *dir = getenv("HAKMEM_CGROUP");
     CHECKF(dir != NULL, "run with HAKMEM_CGROUP set");
@@ -1563,6 +1578,13 @@ TEST(cgroup_pressure_shrinks_the_caches) {
     struct hak_stats a = stats();
     CHECKF(a.pool_budget > 0 && a.large_budget > 0, "budgets %zu %zu", a.pool_budget,
            a.large_budget);
+    /* Big blocks are filled at their malloc (HAKMEM_POPULATE=on) far from the limit, and
+     * not near it (below). */
+    CHECKF(hk_cfg.populate == HK_POPULATE_ON, "run with HAKMEM_POPULATE=on (mode %d)",
+           hk_cfg.populate);
+    unsigned held;
+    hak_free(fill_fresh_block(FILL_BLOCK, &held));
+    CHECKF(held == 1000, "far from the limit: %u/1000 of a fresh block filled", held);
     /* At 95% of it: nothing is kept. */
     write_file(dir, "memory.current", "950000000\n");
     for (int i = 0; i < 60; i++) {
@@ -1573,6 +1595,8 @@ TEST(cgroup_pressure_shrinks_the_caches) {
     CHECKF(b.pool_budget == 0 && b.large_budget == 0 && b.ss_cache_max == 0,
            "budgets %zu %zu, cache %zu", b.pool_budget, b.large_budget, b.ss_cache_max);
     CHECKF(b.soft_cap[class_index(4096)] == 0, "cap %zu", b.soft_cap[class_index(4096)]);
+    hak_free(fill_fresh_block(FILL_BLOCK, &held));
+    CHECKF(held < 100, "near the limit: %u/1000 of a fresh block filled", held);
     enum { N = 1024 };
     static void *p[N];
     for (int i = 0; i < N; i++) {
@@ -1758,6 +1782,139 @@ TEST(threads_keep_no_more_than_the_budget_together) {
            budget / slab);
 }
 
+/* ============================================================================================ */
+/* fill, fill_on, fill_off: big blocks filled at their malloc (fill.h), under HAKMEM_POPULATE
+ * unset (auto), on and off. Each mode is a process of its own: the decision is the process's. */
+
+TEST(fill_config) {
+    (void)stats(); /* the configuration is read at the first call */
+    CHECKF(hk_cfg.populate == HK_POPULATE_AUTO, "run with HAKMEM_POPULATE unset (mode %d)",
+           hk_cfg.populate);
+}
+
+/* A program that writes the whole of its blocks: the first one cut from untouched memory is
+ * a probe and faults its pages in as written; once its free has seen it filled, the next
+ * ones come filled. */
+TEST(blocks_the_program_fills_come_filled) {
+    struct hak_stats s0 = stats();
+    unsigned held;
+    char *p = fill_fresh_block(FILL_BLOCK, &held);
+    CHECKF(held < 100, "the probe: %u/1000 of its pages resident at malloc", held);
+    memset(p, 1, FILL_BLOCK);
+    hak_free(p);
+    unsigned filled = 0;
+    for (int i = 0; i < 4; i++) {
+        p = fill_fresh_block(FILL_BLOCK, &held);
+        filled += held == 1000;
+        memset(p, 2, FILL_BLOCK);
+        CHECK(p[FILL_BLOCK - 1] == 2);
+        hak_free(p);
+    }
+    struct hak_stats s1 = stats();
+    CHECKF(filled >= 3, "%u of 4 blocks filled at malloc after a filled probe", filled);
+    CHECK(s1.large_fill_probes_filled > s0.large_fill_probes_filled);
+    CHECK(s1.large_filled >= s0.large_filled + filled);
+    CHECK(s1.large_filled_bytes >= s0.large_filled_bytes + filled * FILL_BLOCK);
+}
+
+/* Then blocks of which it writes one page: a probe finds one of them so, and the blocks
+ * after it come unfilled, each holding the one page it was written in; blocks it fills
+ * again turn filling back on. A calloc'd block comes filled and zero. */
+TEST(blocks_written_in_one_page_turn_filling_off_and_filled_ones_on_again) {
+    unsigned held, last = 1000;
+    int i;
+    for (i = 0; i < 40; i++) {
+        char *p = fill_fresh_block(FILL_BLOCK, &held);
+        last = held;
+        p[0] = 3;
+        hak_free(p);
+        if (i >= 16 && last == 0 && stats().large_fill_probes > stats().large_fill_probes_filled)
+            break;
+    }
+    CHECKF(last == 0, "block %d written in one page: %u/1000 resident at malloc", i, last);
+    unsigned unfilled = 0;
+    for (i = 0; i < 8; i++) {
+        char *p = fill_fresh_block(FILL_BLOCK, &held);
+        unfilled += held == 0;
+        p[0] = 4;
+        hak_free(p);
+    }
+    CHECKF(unfilled == 8, "%u of 8 blocks written in one page came unfilled", unfilled);
+    for (i = 0; i < 40 && held < 1000; i++) {
+        char *p = fill_fresh_block(FILL_BLOCK, &held);
+        memset(p, 5, FILL_BLOCK);
+        hak_free(p);
+    }
+    CHECKF(held == 1000, "filled blocks again: none came filled in %d", i);
+    unsigned char *z = hak_calloc(1, FILL_BLOCK * 2);
+    CHECK(z != NULL);
+    size_t nz = 0;
+    for (size_t k = 0; z && k < FILL_BLOCK * 2; k++) nz += z[k] != 0;
+    CHECKF(nz == 0, "calloc'd block: %zu bytes not zero", nz);
+    hak_free(z);
+}
+
+/* Blocks of HK_HUGE (32 MiB) or more are never filled, whatever the program did before. */
+TEST(huge_blocks_are_never_filled) {
+    unsigned held;
+    char *p = fill_fresh_block(FILL_BLOCK, &held);
+    memset(p, 6, FILL_BLOCK);
+    hak_free(p);
+    p = fill_fresh_block(HK_HUGE, &held);
+    CHECKF(held < 100, "a huge block: %u/1000 of its pages resident at malloc", held);
+    hak_free(p);
+}
+
+/* A wave of blocks, each written whole at once, none freed before the next: the first is a
+ * probe, which the second block's cut finds written, and the second comes filled. */
+TEST(a_wave_of_blocks_learns_from_its_first) {
+    (void)stats(); /* the configuration is read at the first call */
+    CHECKF(hk_cfg.populate == HK_POPULATE_AUTO, "run with HAKMEM_POPULATE unset (mode %d)",
+           hk_cfg.populate);
+    enum { N = 4 };
+    char *p[N];
+    unsigned held[N];
+    hak_trim();
+    for (int i = 0; i < N; i++) {
+        p[i] = hak_malloc(FILL_BLOCK);
+        CHECK(p[i] != NULL);
+        held[i] = p[i] ? (unsigned)(resident(p[i], FILL_BLOCK) * 1000 / (FILL_BLOCK / 4096)) : 0;
+        if (p[i]) memset(p[i], 7, FILL_BLOCK);
+    }
+    CHECKF(held[0] < 100 && held[1] == 1000 && held[2] == 1000,
+           "resident at malloc, in 1/1000s: %u %u %u %u", held[0], held[1], held[2], held[3]);
+    CHECK(stats().large_fill_probes_filled == 1);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+}
+
+TEST(fill_on_fills_every_fresh_block) {
+    (void)stats(); /* the configuration is read at the first call */
+    CHECKF(hk_cfg.populate == HK_POPULATE_ON, "run with HAKMEM_POPULATE=on (mode %d)",
+           hk_cfg.populate);
+    unsigned held;
+    char *p = fill_fresh_block(FILL_BLOCK, &held);
+    CHECKF(held == 1000, "the first block: %u/1000 resident at malloc", held);
+    p[0] = 1;
+    hak_free(p);
+    CHECK(stats().large_fill_probes == 0);
+}
+
+TEST(fill_off_fills_nothing) {
+    (void)stats(); /* the configuration is read at the first call */
+    CHECKF(hk_cfg.populate == HK_POPULATE_OFF, "run with HAKMEM_POPULATE=off (mode %d)",
+           hk_cfg.populate);
+    unsigned held, most = 0;
+    for (int i = 0; i < 8; i++) {
+        char *p = fill_fresh_block(FILL_BLOCK, &held);
+        if (held > most) most = held;
+        memset(p, 1, FILL_BLOCK);
+        hak_free(p);
+    }
+    CHECKF(most < 100, "a block after filled ones: %u/1000 resident at malloc", most);
+    struct hak_stats s = stats();
+    CHECK(s.large_filled == 0 && s.large_fill_probes == 0);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     TEST_MAIN_BEGIN("lifecycle");
@@ -1823,8 +1980,20 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "kept")) {
         RUN(kept_config);
         RUN(threads_keep_no_more_than_the_budget_together);
+    } else if (!strcmp(mode, "fill")) {
+        RUN(fill_config);
+        RUN(blocks_the_program_fills_come_filled);
+        RUN(blocks_written_in_one_page_turn_filling_off_and_filled_ones_on_again);
+        RUN(huge_blocks_are_never_filled);
+    } else if (!strcmp(mode, "fill_wave")) {
+        RUN(a_wave_of_blocks_learns_from_its_first);
+    } else if (!strcmp(mode, "fill_on")) {
+        RUN(fill_on_fills_every_fresh_block);
+    } else if (!strcmp(mode, "fill_off")) {
+        RUN(fill_off_fills_nothing);
     } else {
-        fprintf(stderr, "usage: test_lifecycle stages|fixed|ace|cache|cgroup|slack|bg|kept\n");
+        fprintf(stderr, "usage: test_lifecycle "
+                        "stages|fixed|ace|cache|cgroup|slack|bg|kept|fill|fill_wave|fill_on|fill_off\n");
         return 2;
     }
     TEST_MAIN_END();
