@@ -45,7 +45,8 @@ struct hk_ext {
     uint8_t bin;
     uint8_t inner;                /* live: a SuperSlab (HK_LARGE_INNER), no program block */
     uint8_t probe;                /* live: a probe of whether the program fills its blocks
-                                   * (fill.h), looked at when freed */
+                                   * (fill.h), looked at when freed, or at its arena's next
+                                   * cut of a candidate where written whole by then */
     struct hk_ext *snext, *enext; /* hash chains: by start (all), by end (free ones) */
     struct hk_ext *next, *prev;   /* bin list of a free extent; the spare list */
     struct hk_ext *anext, *aprev; /* age list of a free extent, oldest first */
