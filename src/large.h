@@ -75,11 +75,12 @@ enum {
 /* What hk_large_alloc tells of the bytes of the block it returns. */
 enum {
     HK_LARGE_ZERO = 1,      /* every byte is known to be zero */
-    HK_LARGE_HEAD_ZERO = 2, /* its first page is (it is not among the pages that may be
-                             * resident: never touched, or released since) */
+    HK_LARGE_UNMARKED = 2,  /* its first word pair holds no free mark (block.h): no small or
+                             * mid block lay there, or the page is not among those that may
+                             * be resident (never touched, or released since) */
 };
 /* A block of at least n bytes aligned to align (a power of two), or NULL with errno ENOMEM.
- * *zeroed gets HK_LARGE_ZERO and HK_LARGE_HEAD_ZERO where they hold. */
+ * *zeroed gets HK_LARGE_ZERO and HK_LARGE_UNMARKED where they hold. */
 void *hk_large_alloc(size_t n, size_t align, unsigned *zeroed, unsigned flags) HK_INTERNAL;
 /* Frees p: 1 if it was a live large block, 0 if it is no large block at all, -1 if it is the
  * start of a free extent (a double free). Also 1 where the free was left in a slot for the

@@ -52,9 +52,9 @@ static void *hk_large_out(void *p, size_t n, unsigned zeroed, int clear) {
      * may hold the free mark where the block begins, as no block malloc hands out may:
      * realloc copies that word into the small block it moves to, whose free then looked like
      * a double free (block.h). malloc clears it for small and mid blocks; here likewise, where
-     * the first page may hold old data (not where it is released: the store would fault it
-     * in before the program asks for it). */
-    else if (!(zeroed & HK_LARGE_HEAD_ZERO)) hk_mark_live(p);
+     * the tier says the mark may be there (not elsewhere: the store would fault the page in
+     * before the program asks for it, large.c, hk_take). */
+    else if (!(zeroed & HK_LARGE_UNMARKED)) hk_mark_live(p);
     return p;
 }
 
