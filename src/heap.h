@@ -119,8 +119,11 @@
  * frees emptied (applied from the thread's inbox) is kept all the same, one per class, for a
  * tick or two (hk_heap_keep).
  * Kept slabs go to the pool once idle for the purge delay (checked on the thread's slow
- * paths), beyond the cap at a tick, on malloc_trim, and at thread exit, when the cache
- * is returned to its slab, empty slabs are released and the rest is handed over whole to
+ * paths), beyond the cap at a tick, those kept before the last tick of a class not
+ * refilled since when the thread takes a slab of another class from the pool (to the pool
+ * proper, for that class to reuse: heap.c, hk_heap_unretain_idle), on malloc_trim, and at
+ * thread exit, when the cache is returned to its slab, empty slabs are released and the
+ * rest is handed over whole to
  * the next thread that sets up a heap (heap.c, "Handover"), or orphaned (orphan.h) if none
  * takes it soon. */
 #ifndef HK_HEAP_H

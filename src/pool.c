@@ -647,6 +647,22 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     if (over) hk_pool_decay(now, 0);
 }
 
+void hk_pool_release_idle(struct hk_slab *l) {
+    if (!l) return;
+    uint64_t now = hk_now_ms();
+    hk_pool_lock();
+    while (l) {
+        struct hk_slab *next = l->next;
+        HK_ASSERT(l->state == HK_SLOT_ACTIVE && l->used == 0);
+        HK_STAT_INC(slab_release);
+        hk_pool_release_locked(l, l->idle_since, now, 0);
+        l = next;
+    }
+    int over = hk_pool_over();
+    hk_pool_unlock();
+    if (over) hk_pool_decay(now, 0);
+}
+
 /* Moves the slabs of list l (linked by next, taken out of fronts) into the pool proper;
  * returns whether the EMPTY bytes now call for a release at once (hk_pool_over). */
 static int hk_front_to_pool(struct hk_slab *l, uint64_t now) {

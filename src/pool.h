@@ -34,6 +34,11 @@ struct hk_slab *hk_pool_acquire(unsigned c) HK_INTERNAL;
 /* Returns slab s, which has no live block and no owner, to the pool. It has been empty since
  * idle_since (hk_now_ms; a thread may have kept it for a while first). */
 void hk_pool_release(struct hk_slab *s, uint64_t idle_since) HK_INTERNAL;
+/* Returns the slabs of list l (linked by next; each with no live block and no owner, empty
+ * since its idle_since) to the pool proper under one hold of its mutex, not to their classes'
+ * fronts: slabs of classes their thread has stopped allocating, for stage 2 to hand to any
+ * class (heap.c, hk_heap_unretain_idle). */
+void hk_pool_release_idle(struct hk_slab *l) HK_INTERNAL;
 /* Releases what is due at time now: pages of EMPTY slabs past the delay or beyond the budget,
  * cached SuperSlabs past the unmap delay or beyond the cache size; with force, everything
  * free. Returns the bytes given back to the OS. */

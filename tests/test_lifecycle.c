@@ -430,6 +430,41 @@ TEST(empty_slabs_recycled_and_soft_cap_obeyed) {
     for (int i = 0; i < N; i++) hak_free(p[i]);
 }
 
+/* Slabs a thread keeps of a class it has stopped allocating go to the pool when it takes a
+ * slab of another class there, once a tick has passed since that class's last refill (heap.c,
+ * hk_heap_unretain_idle): the next class takes their resident pages, not fresh ones. Kept
+ * until the purge delay (200 ms here) before, each class a program used in one of its phases
+ * held its slabs through the next phases. */
+TEST(an_idle_class_gives_its_kept_slabs_to_the_next_class) {
+    enum { PER = 16, N = 4 * PER }; /* 4 KiB blocks, 16 to a slab */
+    static void *p[N], *q[2 * PER];
+    unsigned a = hk_class_of(4096);
+    hak_trim();
+    for (int i = 0; i < N; i++) CHECK((p[i] = hak_malloc(4096)) != NULL);
+    for (int i = 0; i < N; i++) hak_free(p[i]);
+    hk_heap_flush();
+    struct hak_stats s = stats();
+    CHECKF(s.class_slabs_retained[a] == 2, "set-up: %zu slabs of 4 KiB kept",
+           s.class_slabs_retained[a]);
+    sleep_ms(15);
+    tick(); /* a tick: the 4 KiB class was not refilled since */
+    CHECK(stats().class_slabs_retained[a] == 2);
+    for (int i = 0; i < 2 * PER; i++) CHECK((q[i] = hak_malloc(3000)) != NULL);
+    s = stats();
+    CHECKF(s.class_slabs_retained[a] == 0, "%zu slabs of 4 KiB still kept after another class "
+           "took slabs from the pool", s.class_slabs_retained[a]);
+    unsigned reused = 0; /* 3,000-byte blocks in the slots the 4 KiB ones had */
+    for (int i = 0; i < 2 * PER; i++)
+        for (int j = 0; j < N; j++)
+            if (((uintptr_t)q[i] & ~(uintptr_t)(HK_SLAB_SIZE - 1)) ==
+                ((uintptr_t)p[j] & ~(uintptr_t)(HK_SLAB_SIZE - 1))) {
+                reused++;
+                break;
+            }
+    CHECKF(reused > 0, "no 3,000-byte block in a slot the 4 KiB class had kept");
+    for (int i = 0; i < 2 * PER; i++) hak_free(q[i]);
+}
+
 /* A block is cut where its extent's resident pages are: here the extent's upper half was
  * written and its lower half released, and a block of 20 of its 32 MiB ends at its end. Run
  * first, so that the extent merges with no other; hk_large_decay does what the tick would. */
@@ -2000,6 +2035,7 @@ int main(int argc, char **argv) {
         RUN(large_block_grows_by_copying_into_resident_free_memory);
         RUN(huge_block_goes_back_at_free_unless_reused);
         RUN(empty_slabs_recycled_and_soft_cap_obeyed);
+        RUN(an_idle_class_gives_its_kept_slabs_to_the_next_class);
         RUN(boundaries_of_every_tier);
         RUN(alignment_in_every_tier);
         RUN(realloc_across_tiers_keeps_contents);
