@@ -47,7 +47,7 @@ static void *hk_large_grow(void *p, size_t n) {
 static void *hk_large_out(void *p, size_t n, unsigned zeroed, int clear) {
     hk_heap_large_taken();
     if (HK_UNLIKELY(hk_counting)) hk_heap_count_large(1);
-    if (clear && !(zeroed & HK_LARGE_ZERO)) memset(p, 0, n);
+    if (clear && !(zeroed & HK_LARGE_ZERO)) hk_os_zero(p, n);
     /* Memory that held free small blocks (a SuperSlab gone back to the page heap resident)
      * may hold the free mark where the block begins, as no block malloc hands out may:
      * realloc copies that word into the small block it moves to, whose free then looked like

@@ -60,6 +60,38 @@ void hk_os_release(void *p, size_t size) {
     }
 }
 
+/* Zeroes [p, p + size) with its last page (p page-aligned), stretch by stretch: a stretch of
+ * which fewer than half the pages are resident is released (its pages read as zero, and fault
+ * in at their next touch as writing them would have made them do), the others are written
+ * (a resident page costs 0.2 us to clear, a fault 12-13 us on this project's machines). A page
+ * that is not resident may still hold data (swapped out), which is why it is released, not
+ * skipped. calloc of blocks of 5..25 MiB that the program then leaves mostly unwritten, cut
+ * from freed ones: 3.1 s for 2,000 (110,963 page faults, 435 MiB peak RSS) when each was
+ * written whole, jemalloc 0.008 s (476 faults). */
+void hk_os_zero(void *p, size_t size) {
+    unsigned char v[HK_OS_STRETCH / HK_PAGE_SIZE];
+    int saved = errno; /* a calloc that succeeds leaves errno as it found it */
+    for (uintptr_t a = (uintptr_t)p, end = hk_align_up(a + size, HK_PAGE_SIZE); a < end;) {
+        size_t k = hk_os_piece(a, end), pages = k / HK_PAGE_SIZE, resident = 0;
+        if (mincore((void *)a, k, v) == 0) {
+            for (size_t i = 0; i < pages; i++) resident += v[i] & 1;
+        } else {
+            resident = pages;
+        }
+        if (resident * 2 < pages) {
+            HK_STAT_INC(os_madvise);
+            HK_STAT_ADD(os_madvise_bytes, k);
+            if (HK_TRACING(HK_T_OS))
+                hk_trace(HK_T_OS, "madvise DONTNEED (zeroing)", "addr@", a, "bytes", k, NULL, 0);
+            if (madvise((void *)a, k, MADV_DONTNEED) != 0) memset((void *)a, 0, k);
+        } else {
+            memset((void *)a, 0, k);
+        }
+        a += k;
+    }
+    errno = saved;
+}
+
 /* Whether the kernel takes MADV_POPULATE_WRITE: 0 until one call said EINVAL (before Linux
  * 5.14) or EPERM (a filter). Any thread may clear it; a stale read costs one more refusal. */
 static int hk_os_no_populate;

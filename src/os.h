@@ -10,6 +10,10 @@ void *hk_os_map(size_t size) HK_INTERNAL;
 void hk_os_unmap(void *p, size_t size) HK_INTERNAL;
 /* Releases the pages (contents become zero on next touch); the range stays mapped. */
 void hk_os_release(void *p, size_t size) HK_INTERNAL;
+/* Makes every byte of [p, p+size) and of its last page zero (p page-aligned, the range the
+ * caller's own): released where most pages of a 2 MiB stretch are not resident, else written
+ * (calloc of a large block that may hold old data). */
+void hk_os_zero(void *p, size_t size) HK_INTERNAL;
 /* Fills the pages that [p, p+size) reaches, which are about to be written and hold nothing yet,
  * in one call a 2 MiB stretch (madvise MADV_POPULATE_WRITE, Linux 5.14), where touching them
  * would fault once a page. Does nothing where the kernel does not know the call (the first

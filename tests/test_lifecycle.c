@@ -2006,6 +2006,42 @@ TEST(fill_off_fills_nothing) {
     CHECK(s.large_filled == 0 && s.large_fill_probes == 0);
 }
 
+/* calloc of a large block cut from freed memory that may hold old data zeroes it without
+ * faulting in what the program has not touched (os.c, hk_os_zero): a 2 MiB stretch mostly
+ * not resident is released, the others are written. Both kinds come back all zero. In the
+ * fill_off mode, as the test above. */
+static unsigned nonzero_pages(const unsigned char *p, size_t n) {
+    unsigned bad = 0;
+    for (size_t off = 0; off < n; off += HK_PAGE_SIZE) {
+        int any = 0;
+        for (size_t i = 0; i < HK_PAGE_SIZE; i += 64) any |= p[off + i] | p[off + i + 63];
+        bad += any != 0;
+    }
+    return bad;
+}
+
+TEST(calloc_of_a_large_block_clears_it_without_touching_what_was_never_written) {
+    const size_t M = (size_t)8 << 20, S = (size_t)2 << 20;
+    hak_trim();
+    unsigned char *p = hak_malloc(M);
+    CHECK(p != NULL);
+    memset(p, 0x5a, S);              /* the first stretch written whole, */
+    for (size_t off = S; off < M; off += 64 * HK_PAGE_SIZE) p[off + 7] = 0x5a; /* the rest
+                                        * a page in 64 */
+    hak_free(p);
+    unsigned char *q = hak_calloc(1, M);
+    CHECKF(q == p, "the block did not take the freed one's pages");
+    /* (before reading it: a page read maps the zero page, which counts as resident) */
+    CHECKF(resident(q, S) == S / HK_PAGE_SIZE, "%zu pages of the written stretch resident",
+           resident(q, S));
+    CHECKF(resident(q + S, M - S) == 0, "%zu pages of the stretches hardly written resident",
+           resident(q + S, M - S));
+    CHECKF(nonzero_pages(q, M) == 0, "%u pages of a calloc'd block not zero", nonzero_pages(q, M));
+    memset(q, 1, M); /* usable as any block */
+    hak_free(q);
+    hak_trim();
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     TEST_MAIN_BEGIN("lifecycle");
@@ -2084,6 +2120,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "fill_off")) {
         RUN(fill_off_fills_nothing);
         RUN(a_large_block_the_program_never_writes_stays_untouched);
+        RUN(calloc_of_a_large_block_clears_it_without_touching_what_was_never_written);
     } else {
         fprintf(stderr, "usage: test_lifecycle "
                         "stages|fixed|ace|cache|cgroup|slack|bg|kept|fill|fill_wave|fill_on|fill_off\n");
