@@ -123,9 +123,8 @@
  * refilled since when the thread takes a slab of another class from the pool (to the pool
  * proper, for that class to reuse: heap.c, hk_heap_unretain_idle), on malloc_trim, and at
  * thread exit, when the cache is returned to its slab, empty slabs are released and the
- * rest is handed over whole to
- * the next thread that sets up a heap (heap.c, "Handover"), or orphaned (orphan.h) if none
- * takes it soon. */
+ * rest is handed over whole to the next thread that sets up a heap (heap.c, "Handover"), or
+ * orphaned (orphan.h) if none takes it soon. */
 #ifndef HK_HEAP_H
 #define HK_HEAP_H
 

@@ -452,7 +452,7 @@ static struct hk_slab *hk_take_run(struct hk_superslab *ss, unsigned i, unsigned
 
 /* Moves every front's slabs into the pool proper; returns how many. */
 static unsigned hk_front_drain_all(uint64_t now);
-static int hk_front_to_pool(struct hk_slab *l, uint64_t now);
+static int hk_pool_take_list(struct hk_slab *l, uint64_t now, int from_front);
 
 /* Under the lock, once an acquire of class c found its front empty and took a slab of the
  * pool proper: takes up to half a front more of the class's EMPTY slabs, their slots ACTIVE
@@ -502,7 +502,7 @@ static void hk_front_fill(unsigned c, struct hk_slab *l, uint64_t now) {
     atomic_store_explicit(&f->n, n + k, memory_order_relaxed);
     if (k) hk_front_count(c, (size_t)k * hk_class_slots[c]);
     hk_unlock(hk_front_lock(c));
-    if (l) hk_front_to_pool(l, now);
+    if (l) hk_pool_take_list(l, now, 1);
 }
 
 struct hk_slab *hk_pool_acquire(unsigned c) {
@@ -636,7 +636,7 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     /* The front counts its own releases: no process-wide counter on that path. */
     struct hk_slab *spill = NULL;
     if (hk_front_put(s, idle_since < now ? idle_since : now, &spill)) {
-        if (spill && hk_front_to_pool(spill, now)) hk_pool_decay(now, 0);
+        if (spill && hk_pool_take_list(spill, now, 1)) hk_pool_decay(now, 0);
         return;
     }
     HK_STAT_INC(slab_release);
@@ -647,30 +647,16 @@ void hk_pool_release(struct hk_slab *s, uint64_t idle_since) {
     if (over) hk_pool_decay(now, 0);
 }
 
-void hk_pool_release_idle(struct hk_slab *l) {
-    if (!l) return;
-    uint64_t now = hk_now_ms();
-    hk_pool_lock();
-    while (l) {
-        struct hk_slab *next = l->next;
-        HK_ASSERT(l->state == HK_SLOT_ACTIVE && l->used == 0);
-        HK_STAT_INC(slab_release);
-        hk_pool_release_locked(l, l->idle_since, now, 0);
-        l = next;
-    }
-    int over = hk_pool_over();
-    hk_pool_unlock();
-    if (over) hk_pool_decay(now, 0);
-}
-
-/* Moves the slabs of list l (linked by next, taken out of fronts) into the pool proper;
- * returns whether the EMPTY bytes now call for a release at once (hk_pool_over). */
-static int hk_front_to_pool(struct hk_slab *l, uint64_t now) {
+/* Moves the slabs of list l (linked by next, each empty since its idle_since) into the pool
+ * proper under one hold of its mutex; from_front: taken out of fronts, which counted them as
+ * released. Returns whether the EMPTY bytes now call for a release at once (hk_pool_over). */
+static int hk_pool_take_list(struct hk_slab *l, uint64_t now, int from_front) {
     if (!l) return 0;
     hk_pool_lock();
     while (l) {
         struct hk_slab *next = l->next;
-        hk_pool_release_locked(l, l->idle_since, now, 1);
+        if (!from_front) HK_STAT_INC(slab_release);
+        hk_pool_release_locked(l, l->idle_since, now, from_front);
         l = next;
     }
     int over = hk_pool_over();
@@ -678,11 +664,16 @@ static int hk_front_to_pool(struct hk_slab *l, uint64_t now) {
     return over;
 }
 
+void hk_pool_release_idle(struct hk_slab *l) {
+    uint64_t now = hk_now_ms();
+    if (hk_pool_take_list(l, now, 0)) hk_pool_decay(now, 0);
+}
+
 static unsigned hk_front_drain_all(uint64_t now) {
     struct hk_slab *l = NULL;
     unsigned n = 0;
     for (unsigned c = 0; c < HK_NCLASS; c++) n += hk_front_detach(c, 0, &l);
-    hk_front_to_pool(l, now);
+    hk_pool_take_list(l, now, 1);
     return n;
 }
 
@@ -700,7 +691,7 @@ static void hk_front_decay(uint64_t now, int force) {
     uint64_t older = force || over ? 0 : now > delay ? now - delay + 1 : 1;
     struct hk_slab *l = NULL;
     for (unsigned c = 0; c < HK_NCLASS; c++) hk_front_detach(c, older, &l);
-    hk_front_to_pool(l, now);
+    hk_pool_take_list(l, now, 1);
 }
 
 /* Under the lock: takes cached SuperSlab ss (none of its slots purging) out of the pool, to
