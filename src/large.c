@@ -960,21 +960,21 @@ static int hk_large_over(void) {
 static void *hk_take(struct hk_arena *a, struct hk_ext *e, size_t len, size_t align, int hit,
                      int inner, uint64_t now, unsigned *zeroed, int *fill) {
     int zero = e->zero, marks = e->marks;
-    uintptr_t dlo = e->dlo, dhi = e->dhi; /* the free extent's pages that may be resident */
-    size_t dirty = e->dirty;
     uint64_t idle = e->idle_since;
     int purged = e->purged;
     size_t fresh;
     e = hk_carve(a, e, len, align, inner, &fresh);
     /* A huge block may be an array the program means to use in part: never filled. */
     *fill = !inner && len < HK_HUGE && hk_fill_cut(a, e, len - fresh);
-    /* The block's first page may hold a free mark where small or mid blocks lay there and it
-     * may be resident. Told so of every resident first page, malloc wrote to each (malloc.c,
-     * hk_large_out), and that store faulted in a page of every block the program had not
-     * touched: mimalloc-bench's malloc-large (20 blocks of 5..25 MiB, never written) took a
-     * fault and kept a page resident for each, 0.13 s and 32 MiB peak RSS for 20,000 blocks
-     * (jemalloc 0.04 s and 4.6 MiB). */
-    int head_marked = marks && !zero && dirty && e->addr < dhi && e->addr + HK_PAGE_SIZE > dlo;
+    /* The block's first page may hold a free mark where small or mid blocks lay in the extent
+     * since its pages were last released. Told so of every first page that might be resident,
+     * malloc wrote to each (malloc.c, hk_large_out), and that store faulted in a page of every
+     * block the program had not touched: mimalloc-bench's malloc-large (20 blocks of 5..25
+     * MiB, never written) took a fault and kept a page resident for each, 0.13 s and 32 MiB
+     * peak RSS for 20,000 blocks (jemalloc 0.04 s and 4.6 MiB). Not narrowed by the dirty
+     * span, an estimate (a piece cut from an extent gets a share of its dirt, and may be
+     * counted clean): a mark missed is a free reported as a double free. */
+    int head_marked = marks && !zero;
     *zeroed = (zero ? HK_LARGE_ZERO : 0) | (head_marked ? 0 : HK_LARGE_UNMARKED);
     /* A SuperSlab taken is demand for the page heap's free memory as much as a block is:
      * counted apart, a program whose phases alternate big arrays and small objects had the
