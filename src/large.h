@@ -76,8 +76,8 @@ enum {
 enum {
     HK_LARGE_ZERO = 1,      /* every byte is known to be zero */
     HK_LARGE_UNMARKED = 2,  /* its first word pair holds no free mark (block.h): no small or
-                             * mid block lay there, or the page is not among those that may
-                             * be resident (never touched, or released since) */
+                             * mid block lay in its memory since its pages were last released
+                             * (large.c, an extent's marks), or every byte is known zero */
 };
 /* A block of at least n bytes aligned to align (a power of two), or NULL with errno ENOMEM.
  * *zeroed gets HK_LARGE_ZERO and HK_LARGE_UNMARKED where they hold. */
