@@ -48,16 +48,18 @@ void hk_os_unmap(void *p, size_t size) {
     }
 }
 
-void hk_os_release(void *p, size_t size) {
+int hk_os_release(void *p, size_t size) {
+    int failed = 0;
     HK_STAT_ADD(os_madvise_bytes, size);
     if (HK_TRACING(HK_T_OS))
         hk_trace(HK_T_OS, "madvise DONTNEED", "addr@", (uintptr_t)p, "bytes", size, NULL, 0);
     for (uintptr_t a = (uintptr_t)p, end = a + size; a < end;) {
         size_t k = hk_os_piece(a, end);
         HK_STAT_INC(os_madvise);
-        madvise((void *)a, k, MADV_DONTNEED);
+        failed |= madvise((void *)a, k, MADV_DONTNEED) != 0;
         a += k;
     }
+    return failed ? -1 : 0;
 }
 
 /* Zeroes [p, p + size) with its last page (p page-aligned), stretch by stretch: a stretch of
@@ -78,15 +80,7 @@ void hk_os_zero(void *p, size_t size) {
         } else {
             resident = pages;
         }
-        if (resident * 2 < pages) {
-            HK_STAT_INC(os_madvise);
-            HK_STAT_ADD(os_madvise_bytes, k);
-            if (HK_TRACING(HK_T_OS))
-                hk_trace(HK_T_OS, "madvise DONTNEED (zeroing)", "addr@", a, "bytes", k, NULL, 0);
-            if (madvise((void *)a, k, MADV_DONTNEED) != 0) memset((void *)a, 0, k);
-        } else {
-            memset((void *)a, 0, k);
-        }
+        if (resident * 2 >= pages || hk_os_release((void *)a, k) != 0) memset((void *)a, 0, k);
         a += k;
     }
     errno = saved;

@@ -8,8 +8,9 @@
 /* Maps size bytes of fresh zeroed read-write memory; NULL on failure. */
 void *hk_os_map(size_t size) HK_INTERNAL;
 void hk_os_unmap(void *p, size_t size) HK_INTERNAL;
-/* Releases the pages (contents become zero on next touch); the range stays mapped. */
-void hk_os_release(void *p, size_t size) HK_INTERNAL;
+/* Releases the pages (contents become zero on next touch); the range stays mapped. 0, or -1
+ * where the kernel refused some of it (those pages keep their contents). */
+int hk_os_release(void *p, size_t size) HK_INTERNAL;
 /* Makes every byte of [p, p+size) and of its last page zero (p page-aligned, the range the
  * caller's own): released where most pages of a 2 MiB stretch are not resident, else written
  * (calloc of a large block that may hold old data). */
