@@ -444,6 +444,17 @@ static inline const struct hk_owned *hk_free_entry(uintptr_t a) {
 static inline int hk_owned_block(const struct hk_owned *e, const void *p, uintptr_t mark) {
     return ((uintptr_t)p - e->base) * e->mul < e->lim && !hk_marked_as(p, mark);
 }
+#ifndef HK_HARDENED
+/* The class whose cache entry e of the calling thread's heap h leads to, which is that of the
+ * blocks of the entry's slab; HK_NCLASS or more where the entry leads elsewhere (to the slab's
+ * side list: its metadata says). Without the slab's metadata: redis asks the size of each
+ * block it allocates and frees (its memory count), and the slab's line was a cache miss on
+ * most of those calls, where the entry and the heap's first page are in cache (free's fast
+ * path reads them). */
+static inline uintptr_t hk_owned_class(const struct hk_heap *h, const struct hk_owned *e) {
+    return ((uintptr_t)e->head - (uintptr_t)h->free) / sizeof(void *);
+}
+#endif
 /* Whether the calling thread frees by slab metadata now (see "Two ways to free"); for tests. */
 int hk_heap_frees_by_meta(void) HK_INTERNAL;
 

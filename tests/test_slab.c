@@ -1077,6 +1077,18 @@ static void *side_reuse(void *arg) {
         fprintf(stderr, "  %d slabs with side lists, %d with live counts wrong\n", sided, wrong);
         ok = 0;
     }
+    /* A live block of a slab whose entry leads to its side list: its size, and a realloc to
+     * that size keeps it, as anywhere (the class from the slab's metadata, not the entry). */
+    int sized = 0, live = 0;
+    for (int i = 0; i < SIDE_N; i++)
+        if (side_p[i] && side_sl[i]->side) {
+            live++;
+            sized += hak_usable_size(side_p[i]) == 64 && hak_realloc(side_p[i], 64) == side_p[i];
+        }
+    if (sized != live) {
+        fprintf(stderr, "  %d of %d live blocks with side lists sized right\n", sized, live);
+        ok = 0;
+    }
     /* The class allocated again: the side lists go back, and what malloc hands out is what
      * was freed, each block once. */
     static uintptr_t all[SIDE_N];
@@ -1118,6 +1130,35 @@ static void *side_reuse(void *arg) {
 }
 TEST(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again) {
     CHECK(in_new_thread(side_reuse));
+}
+
+/* malloc_usable_size of a small block is its class's size, whether the thread that asks owns
+ * its slab (the class from the slab's table entry, which leads to the class's cache) or not
+ * (from the slab's metadata); a realloc to that size keeps the block. In a new thread, which
+ * frees by its table. */
+static void *usable_of(void *p) { return (void *)(uintptr_t)hak_usable_size(p); }
+static void *usable_classes(void *arg) {
+    (void)arg;
+    int ok = 1;
+    for (unsigned c = 0; c < HK_NSMALL; c++) {
+        size_t n = hk_class_size[c];
+        char *p = hak_malloc(n > 16 ? n - 7 : n);
+        void *other;
+        pthread_t t;
+        if (!p || pthread_create(&t, NULL, usable_of, p) || pthread_join(t, &other)) return NULL;
+        size_t own = hak_usable_size(p);
+        int kept = hak_realloc(p, n) == p;
+        if (own != n || (size_t)(uintptr_t)other != n || !kept) {
+            fprintf(stderr, "  class %u: %zu, %zu to another thread, not %zu; realloc %s\n", c,
+                    own, (size_t)(uintptr_t)other, n, kept ? "kept it" : "moved it");
+            ok = 0;
+        }
+        hak_free(p);
+    }
+    return (void *)(intptr_t)ok;
+}
+TEST(a_small_block_s_usable_size_is_its_class_s_size_to_every_thread) {
+    CHECK(in_new_thread(usable_classes));
 }
 
 /* Frees side_fill's blocks in the scattered order; after lose of them (none with -1), every
@@ -1922,6 +1963,7 @@ int main(void) {
     RUN(a_walk_home_makes_the_full_slabs_it_frees_to_partial);
     RUN(another_threads_frees_leave_a_slab_list_unordered);
     RUN(a_room_grows_for_waves_longer_than_it);
+    RUN(a_small_block_s_usable_size_is_its_class_s_size_to_every_thread);
     RUN(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again);
     RUN(a_slab_on_a_side_list_empties_at_its_last_free);
     RUN(a_slab_on_a_side_list_empties_when_its_table_entry_was_lost);
