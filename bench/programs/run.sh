@@ -4,8 +4,8 @@
 # Runs each script below with each allocator preloaded (glibc: none), REPS times
 # (default 3), the allocators interleaved, and prints the median seconds and peak RSS of
 # each (/usr/bin/time). The programs are whatever the machine has: lua5.4, python3,
-# sqlite3, redis-server (with redis-benchmark and redis-cli) and gcc; one that is missing is
-# skipped. HAKMEM_LIB names the library to measure (default build/libhakmem.so).
+# sqlite3, redis-server (with redis-benchmark and redis-cli), ruby and gcc; one that is
+# missing is skipped. HAKMEM_LIB names the library to measure (default build/libhakmem.so).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -24,6 +24,7 @@ PROGS=(
     "py_dict|python3|python3 $HERE/py_dict.py"
     "sqlite_rows|sqlite3|sqlite3 :memory: < $HERE/sqlite_rows.sql"
     "redis_lists|redis-server|$HERE/redis_lists.sh"
+    "ruby_index|ruby|ruby $HERE/ruby_index.rb"
     "gcc|gcc|gcc -O2 -c $ROOT/src/heap.c -I$ROOT/src -I$ROOT/include -o /dev/null"
 )
 [[ -x /usr/bin/time ]] || { echo "run.sh: /usr/bin/time is needed" >&2; exit 2; }
