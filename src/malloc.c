@@ -339,12 +339,17 @@ static HK_NOINLINE size_t hk_usable_size_slow(void *p) {
 
 HK_EXPORT size_t hak_usable_size(void *p) {
 #ifndef HK_HARDENED
-    /* A block of one of the thread's own small slabs, found as free's fast path finds it,
-     * without a frame: redis asks the size of each block it allocates and frees. */
+    /* A block of one of the thread's own small slabs, or of a mid span its table admits,
+     * found as free's fast path finds it, without a frame: redis asks the size of each block
+     * it allocates and frees. */
     const struct hk_owned *e = hk_free_entry((uintptr_t)p);
     if (HK_LIKELY(hk_owned_block(e, p, hk_free_mark()))) {
         uintptr_t c = hk_owned_class(hk_heap_here(), e);
         if (HK_LIKELY(c < HK_NSMALL)) return hk_class_size[c];
+        if (c < HK_NCLASS) {
+            hk_mid_forget((uintptr_t)p); /* as below */
+            return hk_class_size[c];
+        }
     }
 #endif
     return hk_usable_size_slow(p);

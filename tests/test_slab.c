@@ -1161,6 +1161,35 @@ TEST(a_small_block_s_usable_size_is_its_class_s_size_to_every_thread) {
     CHECK(in_new_thread(usable_classes));
 }
 
+/* A mid block whose span's entries the thread's table holds (a span it reuses): told the
+ * block's usable size by the table's entry, the program may fill all of it, and realloc keeps
+ * every byte (the block's noted request is forgotten there as on the full path). */
+static void *usable_mid(void *arg) {
+    (void)arg;
+    size_t n = 70000;
+    for (int i = 0; i < 4; i++) hak_free(hak_malloc(n)); /* the span is reused: admitted */
+    unsigned char *p = hak_malloc(n);
+    if (!p || !hk_owned_block(hk_free_entry((uintptr_t)p), p, hk_free_mark())) {
+        fprintf(stderr, "  the mid block's span has no entry in the thread's table\n");
+        return NULL;
+    }
+    size_t u = hak_usable_size(p);
+    if (u != hk_class_size[hk_mid_class_of(n)]) return NULL;
+    for (size_t j = 0; j < u; j++) p[j] = (unsigned char)(j * 7);
+    unsigned char *q = hak_realloc(p, 2 * u);
+    size_t bad = 0;
+    for (size_t j = 0; q && j < u; j++) bad += q[j] != (unsigned char)(j * 7);
+    if (!q || bad) {
+        fprintf(stderr, "  %zu of the %zu usable bytes lost by realloc\n", bad, u);
+        return NULL;
+    }
+    hak_free(q);
+    return (void *)1;
+}
+TEST(a_mid_block_s_usable_size_from_the_table_lets_realloc_keep_it_whole) {
+    CHECK(in_new_thread(usable_mid));
+}
+
 /* Frees side_fill's blocks in the scattered order; after lose of them (none with -1), every
  * slab with a side list loses its table entry, as to a slab that took it (the thread's slabs
  * outnumber the table's entries). Whether each slab is no longer in use right after the free
@@ -1964,6 +1993,7 @@ int main(void) {
     RUN(another_threads_frees_leave_a_slab_list_unordered);
     RUN(a_room_grows_for_waves_longer_than_it);
     RUN(a_small_block_s_usable_size_is_its_class_s_size_to_every_thread);
+    RUN(a_mid_block_s_usable_size_from_the_table_lets_realloc_keep_it_whole);
     RUN(a_torn_down_class_frees_onto_side_lists_until_it_is_allocated_again);
     RUN(a_slab_on_a_side_list_empties_at_its_last_free);
     RUN(a_slab_on_a_side_list_empties_when_its_table_entry_was_lost);
