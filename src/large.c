@@ -25,6 +25,7 @@
 #define HK_LARGE_MAP_MIN ((size_t)4 << 20) /* smallest mapping asked of the OS */
 #define HK_LARGE_GROWTH 8 /* a miss maps at least 1/8 of what the tier has mapped (see below) */
 #define HK_LARGE_SHRINK_MIN ((size_t)64 << 10) /* a shrink frees the tail from this much */
+#define HK_LARGE_ROOM 2 /* a block moved by a small growth gets 1/2 of its length to grow into */
 #define HK_LARGE_CHUNK ((size_t)2 << 20) /* a SuperSlab's length and alignment */
 
 enum { HK_EXT_LIVE = 1, HK_EXT_FREE };
@@ -1301,10 +1302,10 @@ int hk_large_lookup(const void *p, size_t *len, unsigned *arena) {
  * copying). Returns the block, the lock released, or NULL (the lock held) where there is no
  * such memory. */
 static void *hk_grow_into_resident(struct hk_arena *a, struct hk_ext *e, size_t len,
-                                   uint64_t now) {
+                                   size_t room, uint64_t now) {
     if (hk_get(&a->free_dirty) < len - e->len || !hk_reserve(a, 3)) return NULL;
-    struct hk_ext *f = hk_find_resident(a, len, HK_PAGE_SIZE);
-    if (!f) return NULL;
+    struct hk_ext *f = hk_find_resident(a, len + room, HK_PAGE_SIZE);
+    if (!f || (room && hk_place(f, len, HK_PAGE_SIZE) != f->addr)) return NULL;
     /* e is out of the live counts from now, so that the peak does not count both; it stays
      * in the start table while its bytes are copied without the lock: the block is the
      * caller's, and nobody else reaches its record meanwhile. */
@@ -1374,13 +1375,32 @@ void *hk_large_realloc(void *p, size_t n, unsigned flags) {
         return p;
     }
     size_t old = e->len;
-    void *q = hk_grow_into_resident(a, e, len, now);
+    /* A block grown by less than a quarter (a buffer grown a little at a time: a file read
+     * into it) moves where it has room to grow after it, half its length, so that its next
+     * growths are in place: copied to the front of resident free memory that holds that much
+     * more (which stays free), else moved to new address space with that much more address
+     * space after it, which the tier keeps as free memory. Without it such a buffer met
+     * another block or mapping after it at every other step (4 buffers grown 4 KiB at a time
+     * to 4 MiB, 5 rounds: 7,014 mremap calls and 15 s; with the room 16 and 0.03 s; mimalloc
+     * 0.03 s), or was copied, a few MiB, to a piece of resident memory just as long
+     * (bench/realloc_grow with STEP: 1,138 copies, 76% of the time). A program that grows its
+     * blocks by half or more gets what it asks for. */
+    size_t room = len - old < old / 4 ? hk_align_up(len / HK_LARGE_ROOM, HK_PAGE_SIZE) : 0;
+    if (len + room < len) room = 0;
+    void *q = room ? hk_grow_into_resident(a, e, len, room, now) : NULL;
+    if (!q) q = hk_grow_into_resident(a, e, len, 0, now);
     if (q) return q;
     hk_unlock(&a->lock);
     if (flags & HK_LARGE_NO_MAP) return NULL;
     /* Move the pages: the block is the caller's, nobody else reaches this record meanwhile. */
-    q = hk_os_remap(p, old, len);
-    if (!q) return NULL;
+    q = room ? hk_os_remap(p, old, len + room) : NULL;
+    if (!q) {
+        room = 0;
+        q = hk_os_remap(p, old, len);
+        if (!q) return NULL;
+    }
+    if (room && !hk_pagemap_cover((uintptr_t)q + len, room))
+        atomic_store_explicit(&hk_pm_failed, 1, memory_order_relaxed);
     hk_lock(&a->lock);
     hk_tab_remove(&a->by_start, e, 0);
     e->addr = (uintptr_t)q;
@@ -1391,8 +1411,14 @@ void *hk_large_realloc(void *p, size_t n, unsigned flags) {
     hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) + len - old);
     a->mremaps++;
     if (HK_TRACING(HK_T_LARGE))
-        hk_trace(HK_T_LARGE, "realloc by mremap", "bytes", len, NULL, 0, NULL, 0);
+        hk_trace(HK_T_LARGE, "realloc by mremap", "bytes", len, "room", room, NULL, 0);
+    if (room && hk_reserve(a, 1)) {
+        hk_set(&a->mapped_bytes, hk_get(&a->mapped_bytes) + room);
+        hk_free_fresh(a, (uintptr_t)q + len, room, now);
+        room = 0;
+    }
     hk_unlock(&a->lock);
+    if (room) hk_os_unmap((char *)q + len, room); /* no record for it */
     return q;
 }
 
