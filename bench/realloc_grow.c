@@ -1,5 +1,5 @@
 /*
- * realloc_grow VECTORS OPS MAXSIZE SEED
+ * realloc_grow VECTORS OPS MAXSIZE SEED STEP
  *
  * Growing and shrinking buffers.  VECTORS buffers, each starting at a random
  * size of 16..64 bytes.  Each operation picks a random buffer and, if it is
@@ -8,7 +8,9 @@
  * is freed and starts again from nothing with realloc(NULL, ...)).  Some
  * bytes of the preserved content are checked after each realloc.
  * Stresses in-place growth, size-class changes and copying.  Reports realloc
- * calls per second.
+ * calls per second.  With STEP > 0 a growing buffer grows by STEP bytes at a
+ * time instead of doubling (a file read into it a block at a time), and only
+ * its new pages are written.
  */
 #include "common.h"
 
@@ -22,14 +24,16 @@ struct vec {
 int main(int argc, char **argv)
 {
     bench_init(argc, argv, "realloc_grow",
-               "[VECTORS=1000] [OPS=500000] [MAXSIZE=262144] [SEED=42]", 4);
+               "[VECTORS=1000] [OPS=500000] [MAXSIZE=262144] [SEED=42] [STEP=0]", 5);
     uint64_t nvec = arg_u64(argc, argv, 1, "VECTORS", 1000, 1, 1ULL << 26);
     uint64_t ops = arg_u64(argc, argv, 2, "OPS", 500000, 1, UINT64_MAX / 2);
     uint64_t maxsize = arg_u64(argc, argv, 3, "MAXSIZE", 262144, 128, 1ULL << 34);
     uint64_t seed = arg_u64(argc, argv, 4, "SEED", 42, 0, UINT64_MAX);
+    uint64_t step = arg_u64(argc, argv, 5, "STEP", 0, 0, 1ULL << 30);
 
-    print_params("vectors=%" PRIu64 " ops=%" PRIu64 " maxsize=%" PRIu64 " seed=%" PRIu64,
-                 nvec, ops, maxsize, seed);
+    print_params("vectors=%" PRIu64 " ops=%" PRIu64 " maxsize=%" PRIu64 " seed=%" PRIu64
+                 " step=%" PRIu64,
+                 nvec, ops, maxsize, seed, step);
 
     rng_t r;
     rng_seed(&r, seed, 1);
@@ -47,7 +51,7 @@ int main(int argc, char **argv)
             V->growing = 1;
             V->tag = (unsigned char)(i | 1);
         } else if (V->growing) {
-            nsize = V->size * 2;
+            nsize = step ? V->size + step : V->size * 2;
             if (nsize > maxsize) {
                 V->growing = 0;
                 nsize = V->size / 2;
@@ -75,8 +79,13 @@ int main(int argc, char **argv)
             die("realloc %zu -> %zu lost the block's content", V->size, nsize);
         V->p = np;
         V->size = nsize;
-        /* first and last byte and one byte per page */
-        touch_pages(np, nsize, V->tag);
+        /* first and last byte and one byte per page (with STEP, from the page where the
+         * new part starts) */
+        if (step && keep != 0 && nsize > keep) {
+            size_t from = keep & ~(size_t)4095;
+            touch_pages(np + from, nsize - from, V->tag);
+        } else
+            touch_pages(np, nsize, V->tag);
     }
     double t1 = now_sec();
 
