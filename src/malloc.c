@@ -391,22 +391,24 @@ HK_EXPORT void *hak_calloc(size_t nmemb, size_t size) {
     return p;
 }
 
-/* What a realloc that moves a block holding `have` bytes of data to n bytes asks for. A mid or
- * large block grown by less than a quarter (a buffer grown a little at a time: a file read 4
- * KiB at a time, a list grown by an eighth) gets a quarter more, for its next growths to find
- * in place; it is the next class or two up, past which the program's writes have not reached
- * (address space, where the pages are untouched). A buffer grown 4 KiB at a time from 4 KiB
- * to 1 MiB moved 29 times and copied 9.9 MiB, every class a move (mimalloc: 22 times). A
- * program that grows its buffers by half or more (doubling) gets what it asks for. */
+/* What a realloc that moves a block holding `have` bytes of data to n bytes asks for. A block
+ * grown to a mid size by less than a quarter (a buffer grown a little at a time: a file read 4
+ * KiB at a time, a list grown by an eighth) gets a quarter more, up to the largest mid size,
+ * for its next growths to find in place; it is the next class or two up, past which the
+ * program's writes have not reached (address space, where the pages are untouched). A buffer
+ * grown 4 KiB at a time from 4 KiB to 1 MiB moved 29 times and copied 9.9 MiB, every class a
+ * move (mimalloc: 22 times). A program that grows its buffers by half or more (doubling) gets
+ * what it asks for, and so does a large one: the large tier leaves room of its own
+ * (large.c, hk_large_realloc), where a large block cut a quarter longer had its room filled
+ * at its malloc (fill.h; lists grown by an eighth to 8 MB: 170 MiB peak RSS, 131 without). */
 static size_t hk_realloc_room(size_t have, size_t n) {
 #ifdef HK_HARDENED
     (void)have; /* its guards follow the request: room past it would be writable unseen */
     return n;
 #endif
-    if (n <= HK_SMALL_MAX || n <= have || n - have >= have / 4) return n;
+    if (n <= HK_SMALL_MAX || n > HK_MID_MAX || n <= have || n - have >= have / 4) return n;
     size_t m = n + n / 4;
-    if (m < n) return n;
-    return n <= HK_MID_MAX && m > HK_MID_MAX ? HK_MID_MAX : m;
+    return m > HK_MID_MAX ? HK_MID_MAX : m;
 }
 
 /* realloc by moving: a new block, the common bytes copied, the old block freed. */
