@@ -405,10 +405,11 @@ static size_t hk_realloc_room(size_t have, size_t n) {
 #ifdef HK_HARDENED
     (void)have; /* its guards follow the request: room past it would be writable unseen */
     return n;
-#endif
+#else
     if (n <= HK_SMALL_MAX || n > HK_MID_MAX || n <= have || n - have >= have / 4) return n;
     size_t m = n + n / 4;
     return m > HK_MID_MAX ? HK_MID_MAX : m;
+#endif
 }
 
 /* realloc by moving: a new block, the common bytes copied, the old block freed. */
@@ -419,7 +420,7 @@ static void *hk_realloc_move(void *p, size_t have, size_t n) {
     if (!q) return NULL;
 #ifndef HK_HARDENED
     /* A mid block notes what was asked for: the next move copies that, not the room. */
-    if (m != n && m <= HK_MID_MAX && hk_is_superslab((uintptr_t)q)) hk_mid_note((uintptr_t)q, n);
+    if (m != n && hk_is_superslab((uintptr_t)q)) hk_mid_note((uintptr_t)q, n);
 #endif
     /* A block carved from a fresh slab within this call: its pages past the first hold
      * nothing, and the copy would fault them in one by one (see carve.h, hk_heap_carve). */
@@ -447,11 +448,11 @@ static HK_NOINLINE void *hk_realloc_block(void *p, size_t n) {
 #ifndef HK_HARDENED
     /* A block of one of the thread's own small slabs, found as free's fast path finds it (a
      * carved block start by its slab's entry, not marked free): its class is the one whose
-     * cache the entry leads to (hk_owned_class). The validation below is for the rest. A realloc of a 16-byte
-     * block to 32 took 174 instructions through it and takes 93 here (a malloc, a copy and a
-     * free among them), and lua5.4 makes 7.3 M of those building binary trees
-     * (bench/programs/lua_trees.lua: a table's array part grown from one value to two): 1.07
-     * times as fast. The same rule as below keeps a block in place. */
+     * cache the entry leads to (hk_owned_class). The validation below is for the rest. A
+     * realloc of a 16-byte block to 32 took 174 instructions through it and takes 93 here (a
+     * malloc, a copy and a free among them), and lua5.4 makes 7.3 M of those building binary
+     * trees (bench/programs/lua_trees.lua: a table's array part grown from one value to two):
+     * 1.07 times as fast. The same rule as below keeps a block in place. */
     const struct hk_owned *e = hk_free_entry((uintptr_t)p);
     if (HK_LIKELY(hk_owned_block(e, p, hk_free_mark()))) {
         uintptr_t c = hk_owned_class(hk_heap_here(), e);
