@@ -1389,7 +1389,6 @@ void *hk_large_realloc(void *p, size_t n, unsigned flags) {
      * by an eighth to 8 MB: 153-163 MiB peak RSS against 128-131 with an eighth). A program
      * that grows its blocks by half or more gets what it asks for. */
     size_t room = len - old < old / 4 ? hk_align_up(len / HK_LARGE_ROOM, HK_PAGE_SIZE) : 0;
-    if (len + room < len) room = 0;
     void *q = room ? hk_grow_into_resident(
                          a, e, len, hk_align_up(len / HK_LARGE_ROOM_RESIDENT, HK_PAGE_SIZE), now)
                    : NULL;

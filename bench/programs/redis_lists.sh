@@ -9,7 +9,8 @@ set -eu
 server_preload=${LD_PRELOAD:-}
 unset LD_PRELOAD
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+server=
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$dir"' EXIT
 LD_PRELOAD=$server_preload redis-server --port 0 --unixsocket "$dir/sock" --save "" \
     --appendonly no --dir "$dir" >/dev/null &
 server=$!
@@ -21,3 +22,4 @@ redis-benchmark -s "$dir/sock" -n 1000000 -P 16 -q lpush a 1 2 3 4 5 6 7 8 9 10 
     >/dev/null
 redis-cli -s "$dir/sock" shutdown nosave >/dev/null || true
 wait "$server"
+server=
